@@ -1,0 +1,36 @@
+# Two commands set Beacon up on a fresh machine:
+#   make run    runs `twistd -n beacon` on the embedded defaults
+#   make test   installs the test extras and runs the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: run test install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# A path-based ("compat") editable install, so that twisted.plugins is found
+# through sys.path; the plugin cache is regenerated after every install.
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install --quiet -e . --config-settings editable_mode=compat
+	$(BIN)/python -c "from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))"
+	touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/twistd -n beacon $(ARGS)
+
+test: $(TEST_STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info twisted/plugins/dropin.cache

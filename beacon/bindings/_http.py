@@ -1,0 +1,455 @@
+"""
+The public HTTP surface: discovery documents and the A2A JSON-RPC binding.
+
+Wire contract (A2A 1.0 JSON-RPC binding, public policy of seed 002)::
+
+    GET|HEAD /.well-known/agent-card.json
+        200 application/json, prepared bytes; Cache-Control max-age,
+        ETag and Last-Modified (304 on a matching If-None-Match or
+        If-Modified-Since); any other method: 405 with Allow.
+
+    POST /a2a/v1            (JSON-RPC 2.0, one request per body)
+        A2A-Version: 1.0    header, or ?A2A-Version=1.0 (the header wins)
+        A2A-Extensions: ... optional; activated ones are echoed
+        -> 200 application/json {"jsonrpc":"2.0","id":...,"result"|"error"}
+        -> 204 (no body) for a notification (no "id")
+        Transport refusals, before any JSON is parsed:
+        -> 413 {"error":{"code":"too_large","message":...}}
+           body over [limits] max_body (inclusive cap); a declared
+           Content-Length over the cap is refused at once and the
+           connection closed, without reading the body
+        -> 429 {"error":{"code":"rate_limited","message":...}} + Retry-After
+        -> 405 {"error":{"code":"method_not_allowed",...}} + Allow
+
+The body cap is enforced while the body arrives (L{LimitedRequest}), so no
+more than C{max_body} bytes are ever buffered, chunked bodies included; the
+resource checks again so that it holds when mounted in a foreign L{Site}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web import http, server
+from twisted.web.resource import IResource, Resource
+from twisted.web.server import NOT_DONE_YET
+
+from beacon.bindings._limits import RateLimiter, SourceResolver
+from beacon.protocol import CallContext, Dispatcher, dumps, parse_extensions
+
+log = Logger()
+
+#: The default cap on a request body, in bytes (inclusive).
+DEFAULT_MAX_BODY = 64 * 1024
+
+JSON_TYPE = b"application/json"
+
+
+def error_body(code: str, message: str) -> bytes:
+    """
+    The one JSON shape of a transport-level refusal (the native vocabulary
+    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
+    """
+    return dumps({"error": {"code": code, "message": message}})
+
+
+def _too_large_body(limit: int) -> bytes:
+    return error_body("too_large", f"the request body exceeds {limit} bytes")
+
+
+class LimitedRequest(server.Request):
+    """
+    A request that never buffers more than its site's C{max_body} bytes of
+    body. Over the cap it answers 413 at once and closes the connection:
+    when the declared Content-Length is over, before reading the body; when a
+    chunked or streamed body grows over, as soon as it does.
+    """
+
+    _received = 0
+    _refused = False
+
+    def _max_body(self) -> int:
+        site = getattr(self.channel, "site", None)
+        return int(getattr(site, "max_body", DEFAULT_MAX_BODY))
+
+    def gotLength(self, length: int | None) -> None:
+        """
+        Refuse a declared length over the cap; buffer in memory otherwise.
+        """
+        self.content = BytesIO()
+        if length is not None and length > self._max_body():
+            self._refuse_too_large()
+
+    def handleContentChunk(self, data: bytes) -> None:
+        """
+        Buffer a chunk of body, unless the body has gone over the cap.
+        """
+        if self._refused:
+            return
+        self._received += len(data)
+        if self._received > self._max_body():
+            self.content = BytesIO()
+            self._refuse_too_large()
+            return
+        self.content.write(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        """
+        Process the request, unless it was already refused.
+        """
+        if self._refused:
+            return
+        super().requestReceived(command, path, version)
+
+    def _refuse_too_large(self) -> None:
+        self._refused = True
+        limit = self._max_body()
+        # No "100 Continue" may follow the refusal.
+        self.requestHeaders.removeHeader(b"Expect")
+        body = _too_large_body(limit)
+        channel = self.channel
+        peer = channel.transport.getPeer() if channel.transport else None
+        log.warn(
+            "http.too_large: refused a request body over {limit} bytes from {source}",
+            limit=limit,
+            source=getattr(peer, "host", "unknown"),
+        )
+        channel.transport.write(
+            b"HTTP/1.1 413 Content Too Large\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+            b"Connection: close\r\n\r\n" + body
+        )
+        channel.loseConnection()
+
+
+class BeaconSite(server.Site):
+    """
+    A L{Site} whose requests are L{LimitedRequest}s and which never shows a
+    traceback to a peer.
+    """
+
+    requestFactory = LimitedRequest
+    displayTracebacks = False
+
+    def __init__(self, resource: IResource, *, max_body: int = DEFAULT_MAX_BODY, **kw: Any) -> None:
+        """
+        @param resource: The root resource.
+        @param max_body: The body cap, in bytes (inclusive).
+        """
+        super().__init__(resource, **kw)
+        self.max_body = max_body
+
+
+def _refuse(
+    request: server.Request,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[bytes, bytes] | None = None,
+) -> bytes:
+    request.setResponseCode(status)
+    request.setHeader(b"Content-Type", JSON_TYPE)
+    for name, value in (headers or {}).items():
+        request.setHeader(name, value)
+    return error_body(code, message)
+
+
+class _MethodsResource(Resource):
+    """
+    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks.
+    """
+
+    isLeaf = True
+    allowed: tuple[bytes, ...] = ()
+
+    def render(self, request: server.Request) -> bytes | int:
+        if request.method not in self.allowed:
+            return _refuse(
+                request,
+                405,
+                "method_not_allowed",
+                "this resource does not answer that method",
+                {b"Allow": b", ".join(self.allowed)},
+            )
+        return super().render(request)
+
+
+class PreparedDocument:
+    """
+    A JSON document served as prepared bytes, with its validators (ETag,
+    Last-Modified). It is published once the public URL is known.
+    """
+
+    def __init__(self) -> None:
+        self.body = b""
+        self.etag = b""
+        self.modified = 0.0
+
+    def publish(self, document: Any, modified: float) -> None:
+        """
+        Replace the served document.
+
+        @param document: The JSON value.
+        @param modified: Its modification time (seconds since the epoch).
+        """
+        self.body = dumps(document)
+        self.etag = b'"' + hashlib.sha256(self.body).hexdigest()[:32].encode() + b'"'
+        self.modified = float(math.floor(modified))
+
+    @property
+    def published(self) -> bool:
+        """Whether there is a document to serve."""
+        return bool(self.body)
+
+
+class DocumentResource(_MethodsResource):
+    """
+    Serves a L{PreparedDocument} on GET and HEAD, with cache validators.
+    """
+
+    allowed = (b"GET", b"HEAD")
+
+    def __init__(self, document: PreparedDocument, max_age: int = 300) -> None:
+        """
+        @param document: What to serve.
+        @param max_age: The Cache-Control max-age, in seconds.
+        """
+        super().__init__()
+        self._document = document
+        self._cache_control = f"public, max-age={max_age}".encode("ascii")
+
+    def render_GET(self, request: server.Request) -> bytes:
+        document = self._document
+        if not document.published:
+            return _refuse(request, 503, "unavailable", "not published yet")
+        request.setHeader(b"Content-Type", JSON_TYPE)
+        request.setHeader(b"Cache-Control", self._cache_control)
+        request.setHeader(b"Access-Control-Allow-Origin", b"*")
+        cached = request.setETag(document.etag)
+        if request.setLastModified(document.modified) == http.CACHED or cached == http.CACHED:
+            request.setResponseCode(http.NOT_MODIFIED)
+            return b""
+        return document.body
+
+    render_HEAD = render_GET
+
+
+@dataclass(frozen=True)
+class TransportLimits:
+    """
+    What every public binding enforces before parsing: the body cap, the
+    per-source rate and how the source is named.
+    """
+
+    max_body: int
+    rate: RateLimiter
+    sources: SourceResolver
+
+    def source_of(self, request: server.Request) -> str:
+        """The source of C{request} (see L{SourceResolver})."""
+        return self.sources.resolve(
+            request.getClientAddress(),
+            request.requestHeaders.getRawHeaders(b"X-Forwarded-For"),
+        )
+
+    def refusal(self, request: server.Request, source: str) -> bytes | None:
+        """
+        Apply the rate limit and the body cap to C{request}.
+
+        @return: The refusal body (status and headers already set), or None
+            when the request may go on.
+        """
+        admission = self.rate.admit(source)
+        if not admission.admitted:
+            retry = max(1, math.ceil(admission.retry_after))
+            if admission.first_refusal:
+                log.warn(
+                    "http.rate_limited: source {source} is over {rate}/s "
+                    "(burst {burst}); refusing until it slows down",
+                    source=source,
+                    rate=self.rate.rate,
+                    burst=self.rate.burst,
+                )
+            return _refuse(
+                request,
+                429,
+                "rate_limited",
+                f"too many requests from this source; retry after {retry} s",
+                {b"Retry-After": str(retry).encode("ascii")},
+            )
+        content = request.content
+        size = content.seek(0, 2)
+        content.seek(0)
+        if size > self.max_body:
+            log.warn(
+                "http.too_large: refused a request body over {limit} bytes from {source}",
+                limit=self.max_body,
+                source=source,
+            )
+            return _refuse(
+                request, 413, "too_large", f"the request body exceeds {self.max_body} bytes"
+            )
+        return None
+
+
+def _header(request: server.Request, name: bytes) -> str | None:
+    value = request.getHeader(name)
+    return value.decode("latin-1") if value is not None else None
+
+
+class JSONRPCResource(_MethodsResource):
+    """
+    The A2A JSON-RPC binding: one POSTed request, one JSON response.
+    """
+
+    allowed = (b"POST",)
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        limits: TransportLimits,
+        *,
+        binding: str = "jsonrpc",
+        extensions: frozenset[str] = frozenset(),
+    ) -> None:
+        """
+        @param dispatcher: Runs requests against the policy.
+        @param limits: Applied before anything is parsed.
+        @param binding: The binding name recorded in each call's context.
+        @param extensions: The extension URIs this endpoint supports; those a
+            caller activates are echoed in C{A2A-Extensions}.
+        """
+        super().__init__()
+        self._dispatcher = dispatcher
+        self._limits = limits
+        self._binding = binding
+        self._extensions = extensions
+
+    def render_POST(self, request: server.Request) -> bytes | int:
+        source = self._limits.source_of(request)
+        refusal = self._limits.refusal(request, source)
+        if refusal is not None:
+            return refusal
+        body = request.content.read()
+        version = _header(request, b"A2A-Version")
+        if version is None:
+            values = request.args.get(b"A2A-Version")
+            version = values[0].decode("latin-1") if values else None
+        requested = parse_extensions(
+            [v.decode("latin-1") for v in request.requestHeaders.getRawHeaders(b"A2A-Extensions", [])]
+        )
+        context = CallContext(
+            binding=self._binding,
+            source=source,
+            version=version,
+            extensions=requested & self._extensions,
+        )
+        finished: list[Failure | None] = []
+        request.notifyFinish().addBoth(finished.append)
+
+        def respond(response: dict[str, Any] | None) -> None:
+            if finished:
+                return  # The peer went away; nothing to answer.
+            if context.extensions:
+                request.setHeader(
+                    b"A2A-Extensions", ", ".join(sorted(context.extensions)).encode()
+                )
+            if response is None:
+                request.setResponseCode(http.NO_CONTENT)
+            else:
+                request.setHeader(b"Content-Type", JSON_TYPE)
+                request.write(dumps(response))
+            request.finish()
+
+        self._dispatcher.dispatch(body, context).addCallback(respond).addErrback(
+            lambda reason: log.failure("http.response_failed", reason)
+        )
+        return NOT_DONE_YET
+
+
+class Container(Resource):
+    """A plain, non-leaf resource that only holds children."""
+
+    def render(self, request: server.Request) -> bytes:
+        return _refuse(request, 404, "not_found", "no such resource")
+
+    def getChild(self, path: bytes, request: server.Request) -> Resource:
+        return _NotFound()
+
+
+class _NotFound(Resource):
+    isLeaf = True
+
+    def render(self, request: server.Request) -> bytes:
+        return _refuse(request, 404, "not_found", "no such resource")
+
+
+def _container(parent: Resource, name: bytes) -> Resource:
+    child = parent.children.get(name)
+    if child is None:
+        child = Container()
+        parent.putChild(name, child)
+    return child
+
+
+@dataclass
+class PublicResources:
+    """
+    The public surface as resources, ready to mount into any root: the
+    agent card and the JSON-RPC endpoint.
+    """
+
+    card: PreparedDocument
+    card_resource: DocumentResource
+    jsonrpc: JSONRPCResource
+
+    def mount(self, root: Resource) -> Resource:
+        """
+        Put Beacon's resources into C{root}, beside whatever it already
+        holds: C{/.well-known/agent-card.json} and C{/a2a/v1}.
+
+        @return: C{root}.
+        """
+        _container(root, b".well-known").putChild(b"agent-card.json", self.card_resource)
+        _container(root, b"a2a").putChild(b"v1", self.jsonrpc)
+        return root
+
+
+def public_resources(
+    dispatcher: Dispatcher,
+    limits: TransportLimits,
+    *,
+    extensions: frozenset[str] = frozenset(),
+    card_max_age: int = 300,
+) -> PublicResources:
+    """
+    Build the public resources. The card is published separately, with
+    C{resources.card.publish(...)}, once the public URL is known.
+    """
+    card = PreparedDocument()
+    return PublicResources(
+        card=card,
+        card_resource=DocumentResource(card, max_age=card_max_age),
+        jsonrpc=JSONRPCResource(dispatcher, limits, extensions=extensions),
+    )
+
+
+__all__ = [
+    "BeaconSite",
+    "Container",
+    "DocumentResource",
+    "JSONRPCResource",
+    "LimitedRequest",
+    "PreparedDocument",
+    "PublicResources",
+    "TransportLimits",
+    "error_body",
+    "public_resources",
+]

@@ -1,0 +1,32 @@
+"""
+The public HTTP binding: agent card and A2A JSON-RPC resources, mountable in
+any Twisted L{Site} (see L{PublicResources.mount}).
+"""
+
+from beacon.bindings._http import (
+    DEFAULT_MAX_BODY,
+    BeaconSite,
+    Container,
+    DocumentResource,
+    JSONRPCResource,
+    LimitedRequest,
+    PreparedDocument,
+    PublicResources,
+    TransportLimits,
+    error_body,
+    public_resources,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "BeaconSite",
+    "Container",
+    "DocumentResource",
+    "JSONRPCResource",
+    "LimitedRequest",
+    "PreparedDocument",
+    "PublicResources",
+    "TransportLimits",
+    "error_body",
+    "public_resources",
+]

@@ -1,0 +1,115 @@
+"""
+Beacon's public agent card (A2A 1.0 AgentCard, ProtoJSON).
+
+Every URL on the card comes from configuration (the public URL), never from a
+request's Host header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from beacon import __version__
+from beacon.protocol import PROTOCOL_VERSION
+
+#: The card states this literally (seed 002).
+IDENTITY_STATEMENT = (
+    "Cryptographic identity does not establish autonomy, consciousness or personhood."
+)
+
+#: Where the A2A JSON-RPC endpoint lives, relative to the public URL.
+JSONRPC_PATH = "/a2a/v1"
+#: Beacon's own discovery document (seed 002), linked from the card.
+AUTONOMOUS_AGENT_PATH = "/.well-known/autonomous-agent"
+#: Where the card itself lives.
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+
+
+@dataclass(frozen=True)
+class CardText:
+    """
+    The operator's words on the card (C{[card]} in the configuration).
+    """
+
+    name: str = "Beacon"
+    description: str = (
+        "An inbox read by people. Submit a message and get a receipt; "
+        "a person reviews it. Beacon never replies on its own, never contacts "
+        "you and never resolves a URL you send."
+    )
+    provider_organization: str = ""
+    provider_url: str = ""
+    documentation_url: str = ""
+
+
+def public_card(text: CardText, public_url: str) -> dict[str, Any]:
+    """
+    Build the public AgentCard.
+
+    @param text: The operator's card text.
+    @param public_url: The base URL the card advertises (no trailing slash).
+    """
+    description = text.description.strip()
+    if IDENTITY_STATEMENT not in description:
+        description = f"{description} {IDENTITY_STATEMENT}".strip()
+    discovery = public_url + AUTONOMOUS_AGENT_PATH
+    card: dict[str, Any] = {
+        "name": text.name,
+        "description": description,
+        "supportedInterfaces": [
+            {
+                "url": public_url + JSONRPC_PATH,
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": PROTOCOL_VERSION,
+            }
+        ],
+        "version": __version__,
+        "capabilities": {
+            "streaming": False,
+            "pushNotifications": False,
+            "extendedAgentCard": False,
+            "extensions": [
+                {
+                    "uri": discovery,
+                    "description": (
+                        "Beacon's own discovery document: its policy in "
+                        "machine-readable form and the native beacon/0.1 "
+                        "protocol. Linked, not required."
+                    ),
+                    "required": False,
+                    "params": {"href": discovery, "protocol": "beacon/0.1"},
+                }
+            ],
+        },
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["application/json"],
+        "skills": [
+            {
+                "id": "submit",
+                "name": "Submit a message for human review",
+                "description": (
+                    "Send a message (text, or one data part valid against "
+                    "Beacon's message schema). It is stored append-only and "
+                    "answered with a receipt: a Task in TASK_STATE_SUBMITTED "
+                    "whose id is the receipt id. GetTask on that id shows its "
+                    "state once a person has decided. No reply is promised, "
+                    "no action is automatic, and file parts are refused."
+                ),
+                "tags": ["inbox", "submission", "human-review"],
+                "examples": [
+                    "Hello, I maintain a crawler and would like to ask about your robots policy.",
+                ],
+                "inputModes": ["text/plain", "application/json"],
+                "outputModes": ["application/json"],
+            }
+        ],
+    }
+    if text.provider_organization:
+        card["provider"] = {
+            "organization": text.provider_organization,
+            "url": text.provider_url,
+        }
+    if text.documentation_url:
+        card["documentationUrl"] = text.documentation_url
+    return card

@@ -1,0 +1,233 @@
+"""
+The public policy of seed 002: what anonymous agents may do through the A2A
+bindings.
+
+  - SendMessage stores a submission and answers with a receipt, a Task in
+    C{TASK_STATE_SUBMITTED} whose metadata carries the native receipt;
+  - GetTask reveals status only (state and timestamp);
+  - CancelTask is refused (the store is append-only);
+  - ListTasks is always an empty page (an enumerable list would hand out other
+    submitters' receipt ids);
+  - streaming, push notifications and the extended card are not offered.
+
+Nothing submitted is ever echoed back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from beacon.intake._submission import Content, map_message, new_id
+from beacon.protocol import (
+    CallContext,
+    ExtendedAgentCardNotConfiguredError,
+    IA2AHandler,
+    InternalError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    format_timestamp,
+)
+from beacon.protocol import _types as types
+from beacon.store import (
+    STATE_SUBMITTED,
+    ISubmissionStore,
+    StoreError,
+    Submission,
+    TaskStatusRecord,
+)
+
+#: Default and largest ListTasks page size (A2A 1.0).
+DEFAULT_PAGE_SIZE = 50
+
+
+def receipt_of(submission: Submission) -> dict[str, str]:
+    """
+    The native receipt of a stored submission: id, received-at (RFC 3339 UTC,
+    milliseconds) and the SHA-256 of the stored canonical content.
+    """
+    return {
+        "id": submission.id,
+        "receivedAt": format_timestamp(submission.received_at_ms),
+        "sha256": submission.sha256,
+    }
+
+
+def status_task(record: TaskStatusRecord) -> dict[str, Any]:
+    """
+    A status-only Task: id, contextId and status (state and timestamp).
+    """
+    return {
+        "id": record.id,
+        "contextId": record.context_id,
+        "status": {
+            "state": record.state,
+            "timestamp": format_timestamp(record.updated_at_ms),
+        },
+    }
+
+
+@implementer(IA2AHandler)
+class PublicPolicy:
+    """
+    Seed 002's method table over a submission store.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        store: ISubmissionStore,
+        clock: IReactorTime,
+        validator: Draft202012Validator,
+    ) -> None:
+        """
+        @param store: Where submissions go.
+        @param clock: Read for receipt timestamps.
+        @param validator: Validates structured submissions.
+        """
+        self._store = store
+        self._clock = clock
+        self._validator = validator
+
+    def submit(
+        self,
+        context: CallContext,
+        content: Content,
+        message_id: str = "",
+    ) -> Deferred[Submission]:
+        """
+        Store already mapped content (see L{beacon.intake.map_message}) and
+        return the stored L{Submission} once it is committed.
+
+        @raise InternalError: (asynchronously) the store failed; nothing was
+            stored and no receipt may be given.
+        """
+        submission = Submission(
+            id=new_id(),
+            context_id=new_id(),
+            received_at_ms=int(self._clock.seconds() * 1000),
+            door=context.binding,
+            source=context.source,
+            kind=content.kind,
+            message_id=message_id,
+            content=content.canonical,
+            sha256=content.sha256,
+        )
+
+        def stored(_: None) -> Submission:
+            self.log.info(
+                "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}",
+                receipt=submission.id,
+                size=len(submission.content),
+                kind=submission.kind,
+                door=submission.door,
+            )
+            return submission
+
+        def failed(reason: Any) -> None:
+            reason.trap(StoreError)
+            self.log.error(
+                "intake.store_failed: a submission via {door} was not stored: {error}",
+                door=submission.door,
+                error=reason.getErrorMessage(),
+            )
+            raise InternalError(
+                "the submission could not be stored; it was not received, try again later"
+            )
+
+        return self._store.append(submission).addCallbacks(stored, failed)
+
+    def send_message(
+        self, context: CallContext, request: types.SendMessageRequest
+    ) -> Deferred[dict[str, Any]]:
+        """
+        Store the message as a submission; answer with the receipt Task.
+        """
+        configuration = request.configuration
+        if configuration and configuration.task_push_notification_config:
+            raise PushNotificationNotSupportedError(
+                "Beacon never initiates contact: push notifications are not offered"
+            )
+        content = map_message(request.message, self._validator)
+
+        def answer(submission: Submission) -> dict[str, Any]:
+            received = format_timestamp(submission.received_at_ms)
+            return {
+                "task": {
+                    "id": submission.id,
+                    "contextId": submission.context_id,
+                    "status": {"state": STATE_SUBMITTED, "timestamp": received},
+                    "metadata": {"receipt": receipt_of(submission)},
+                }
+            }
+
+        return self.submit(context, content, request.message.message_id).addCallback(
+            answer
+        )
+
+    @inlineCallbacks
+    def get_task(
+        self, context: CallContext, request: types.GetTaskRequest
+    ) -> Any:
+        """
+        Status only: state and timestamp, never history or artifacts.
+        """
+        record = yield self._store.status(request.id)
+        if record is None:
+            raise TaskNotFoundError()
+        return status_task(record)
+
+    @inlineCallbacks
+    def cancel_task(self, context: CallContext, request: types.CancelTaskRequest) -> Any:
+        """
+        Refused for every known task: the store is append-only.
+        """
+        record = yield self._store.status(request.id)
+        if record is None:
+            raise TaskNotFoundError()
+        raise TaskNotCancelableError(
+            "submissions are stored append-only and cannot be canceled"
+        )
+
+    def list_tasks(
+        self, context: CallContext, request: types.ListTasksRequest
+    ) -> dict[str, Any]:
+        """
+        Always an empty page: tasks are scoped to whoever holds their id.
+        """
+        return {
+            "tasks": [],
+            "nextPageToken": "",
+            "pageSize": request.page_size or DEFAULT_PAGE_SIZE,
+            "totalSize": 0,
+        }
+
+    def send_streaming_message(self, context: CallContext, request: Any) -> Any:
+        """Refused: streaming is off by policy."""
+        raise UnsupportedOperationError("streaming is not offered by this agent")
+
+    def subscribe_to_task(self, context: CallContext, request: Any) -> Any:
+        """Refused: streaming is off by policy."""
+        raise UnsupportedOperationError("streaming is not offered by this agent")
+
+    def _no_push(self, context: CallContext, request: Any) -> Any:
+        raise PushNotificationNotSupportedError(
+            "Beacon never initiates contact: push notifications are not offered"
+        )
+
+    create_push_config = _no_push
+    get_push_config = _no_push
+    list_push_configs = _no_push
+    delete_push_config = _no_push
+
+    def get_extended_card(self, context: CallContext, request: Any) -> Any:
+        """Refused: there is no extended card."""
+        raise ExtendedAgentCardNotConfiguredError()

@@ -1,0 +1,174 @@
+"""
+What a submission is: the mapping of an A2A message onto Beacon's stored
+content (seed 002, "SendMessage mapping"), the canonical form that is stored
+and hashed, and receipt ids.
+
+The stored content is a small JSON document, the same one the native
+beacon/0.1 protocol accepts as its request body:
+
+  - C{{"message": {...}}}: a structured submission, valid against
+    C{message.schema.json};
+  - C{{"text": "..."}}: an unstructured submission.
+
+Its canonical form is that document serialised as UTF-8 JSON with keys sorted,
+no insignificant white space and no ASCII escaping of non-ASCII characters
+(C{json.dumps(document, sort_keys=True, separators=(",", ":"),
+ensure_ascii=False)}). The receipt's C{sha256} is the SHA-256 of exactly those
+bytes, so anyone holding the content can recompute it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from beacon.protocol import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    Message,
+    UnsupportedOperationError,
+)
+
+KIND_STRUCTURED = "structured"
+KIND_TEXT = "text"
+
+
+def load_schema() -> dict[str, Any]:
+    """
+    The structured-submission JSON Schema shipped as
+    C{beacon/intake/message.schema.json}.
+    """
+    text = files("beacon.intake").joinpath("message.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def schema_validator() -> Draft202012Validator:
+    """
+    A validator for structured submissions (checked against the metaschema).
+    """
+    schema = load_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def new_id() -> str:
+    """
+    A fresh receipt (or context) id: 160 random bits written as 32 lowercase
+    base32 characters, letters and digits only, so an id never looks like a
+    command-line option.
+    """
+    return base64.b32encode(secrets.token_bytes(20)).decode("ascii").lower()
+
+
+def canonical_content(document: dict[str, Any]) -> bytes:
+    """
+    The canonical bytes of a stored content document (see the module
+    docstring).
+    """
+    return json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Content:
+    """
+    A submission's content, ready to store.
+
+    @ivar kind: L{KIND_STRUCTURED} or L{KIND_TEXT}.
+    @ivar canonical: The canonical bytes that are stored.
+    @ivar sha256: SHA-256 of C{canonical}, 64 lowercase hex digits.
+    """
+
+    kind: str
+    canonical: bytes
+    sha256: str
+
+
+def content_of(document: dict[str, Any]) -> Content:
+    """
+    Make L{Content} from a content document (C{{"message": ...}} or
+    C{{"text": ...}}).
+    """
+    kind = KIND_STRUCTURED if "message" in document else KIND_TEXT
+    canonical = canonical_content(document)
+    return Content(kind, canonical, hashlib.sha256(canonical).hexdigest())
+
+
+def schema_violations(
+    validator: Draft202012Validator, instance: Any, where: str
+) -> list[tuple[str, str]]:
+    """
+    The schema violations of C{instance}, as C{(field, description)} pairs
+    that name locations (the instance path and the schema path), never a
+    submitted value.
+    """
+    violations = []
+    for error in sorted(validator.iter_errors(instance), key=lambda e: list(e.path)):
+        field = where + "".join(
+            f"[{step}]" if isinstance(step, int) else f".{step}" for step in error.path
+        )
+        schema_path = "#/" + "/".join(str(step) for step in error.schema_path)
+        violations.append((field, f"fails {error.validator} at {schema_path}"))
+        if len(violations) >= 16:
+            break
+    return violations
+
+
+def map_message(message: Message, validator: Draft202012Validator) -> Content:
+    """
+    Map an A2A message onto a submission, as seed 002 specifies.
+
+    @raise UnsupportedOperationError: The message names a task or context
+        (continuing a task is not offered; the answer does not reveal whether
+        it exists).
+    @raise ContentTypeNotSupportedError: A part is a file (raw bytes or URL).
+    @raise InvalidParamsError: There is neither a valid structured data part
+        nor text.
+    """
+    if message.task_id or message.context_id:
+        raise UnsupportedOperationError(
+            "each submission opens a new task: taskId and contextId are not accepted"
+        )
+    if message.role != "ROLE_USER":
+        raise InvalidParamsError(
+            field_violations=[("message.role", "must be ROLE_USER")]
+        )
+    for index, part in enumerate(message.parts):
+        if part.content in ("raw", "url"):
+            raise ContentTypeNotSupportedError(
+                "file parts (raw bytes or URLs) are not accepted; send text or data",
+                metadata={"part": str(index)},
+            )
+    data = [(i, p) for i, p in enumerate(message.parts) if p.content == "data"]
+    violations: list[tuple[str, str]] = []
+    if len(data) == 1:
+        index, part = data[0]
+        violations = schema_violations(
+            validator, part.value, f"message.parts[{index}].data"
+        )
+        if not violations:
+            return content_of({"message": part.value})
+    texts = [p.value for p in message.parts if p.content == "text" and p.value]
+    if texts:
+        return content_of({"text": "\n".join(texts)})
+    if not violations:
+        violations = [
+            (
+                "message.parts",
+                "needs a text part or exactly one data part valid against "
+                "message.schema.json",
+            )
+        ]
+    raise InvalidParamsError(
+        "the message has neither text nor a valid structured data part",
+        field_violations=violations,
+    )

@@ -1,0 +1,251 @@
+"""
+The transport-neutral A2A core: service parameters, the method table and the
+dispatcher that turns one JSON-RPC request body into one response.
+
+Bindings take bytes off a transport, enforce their transport limits, build a
+L{CallContext} and call L{Dispatcher.dispatch}. The dispatcher parses the
+envelope, checks the version, validates params into typed requests and calls the
+policy (an L{IA2AHandler}). Policies raise L{A2AError}s; this module is the one
+place that turns them, and any unexpected failure, into JSON-RPC error objects.
+Nothing about an unexpected failure reaches the peer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import Interface
+
+from beacon.protocol import _types as types
+from beacon.protocol._errors import (
+    A2AError,
+    InternalError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+)
+from beacon.protocol._jsonrpc import (
+    RPCRequest,
+    failure,
+    loads,
+    parse_request,
+    request_id_of,
+    success,
+)
+
+#: The A2A protocol version every Beacon interface speaks.
+PROTOCOL_VERSION = "1.0"
+
+_VERSION = re.compile(r"\A(\d+)\.(\d+)(?:\.\d+)?\Z")
+
+
+def version_supported(value: str | None) -> bool:
+    """
+    Whether an C{A2A-Version} value names 1.0. Patch numbers are ignored, as
+    the specification says; an absent or empty value means 0.3.
+    """
+    if not value:
+        return False
+    match = _VERSION.match(value.strip())
+    return match is not None and (int(match.group(1)), int(match.group(2))) == (1, 0)
+
+
+def parse_extensions(values: list[str] | None) -> frozenset[str]:
+    """
+    The extension URIs named by C{A2A-Extensions} values (comma separated,
+    possibly repeated).
+    """
+    uris: set[str] = set()
+    for value in values or ():
+        uris.update(part.strip() for part in value.split(",") if part.strip())
+    return frozenset(uris)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """
+    Who is calling, through what, with which service parameters.
+
+    @ivar binding: The binding name (C{"jsonrpc"}, C{"native"}, ...).
+    @ivar source: The caller: a peer address, or the operator's uid.
+    @ivar version: The C{A2A-Version} value sent, or None.
+    @ivar extensions: The extension URIs the caller asked to activate.
+    """
+
+    binding: str
+    source: str
+    version: str | None = None
+    extensions: frozenset[str] = field(default_factory=frozenset)
+
+
+class IA2AHandler(Interface):
+    """
+    A policy: one method per A2A operation. Each takes the L{CallContext} and
+    the typed request and returns the ProtoJSON result (or a Deferred of it),
+    or raises an L{A2AError}.
+    """
+
+    def send_message(context: CallContext, request: types.SendMessageRequest) -> Any:
+        """SendMessage: a C{{"task": ...}} or C{{"message": ...}} result."""
+
+    def send_streaming_message(
+        context: CallContext, request: types.SendMessageRequest
+    ) -> Any:
+        """SendStreamingMessage."""
+
+    def get_task(context: CallContext, request: types.GetTaskRequest) -> Any:
+        """GetTask: a Task."""
+
+    def list_tasks(context: CallContext, request: types.ListTasksRequest) -> Any:
+        """ListTasks: a ListTasksResponse."""
+
+    def cancel_task(context: CallContext, request: types.CancelTaskRequest) -> Any:
+        """CancelTask: a Task."""
+
+    def subscribe_to_task(
+        context: CallContext, request: types.SubscribeToTaskRequest
+    ) -> Any:
+        """SubscribeToTask."""
+
+    def create_push_config(
+        context: CallContext, request: types.TaskPushNotificationConfig
+    ) -> Any:
+        """CreateTaskPushNotificationConfig."""
+
+    def get_push_config(
+        context: CallContext, request: types.TaskPushNotificationConfigRequest
+    ) -> Any:
+        """GetTaskPushNotificationConfig."""
+
+    def list_push_configs(
+        context: CallContext, request: types.ListTaskPushNotificationConfigsRequest
+    ) -> Any:
+        """ListTaskPushNotificationConfigs."""
+
+    def delete_push_config(
+        context: CallContext, request: types.TaskPushNotificationConfigRequest
+    ) -> Any:
+        """DeleteTaskPushNotificationConfig."""
+
+    def get_extended_card(
+        context: CallContext, request: types.GetExtendedAgentCardRequest
+    ) -> Any:
+        """GetExtendedAgentCard."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """
+    One row of the method table.
+
+    @ivar parse: Validates params into the typed request.
+    @ivar handler: The name of the L{IA2AHandler} method that serves it.
+    @ivar streaming: Whether the method answers with a stream.
+    """
+
+    parse: Callable[[Any], Any]
+    handler: str
+    streaming: bool = False
+
+
+#: The eleven A2A 1.0 JSON-RPC methods. Anything else, the v0.3 names
+#: (C{message/send}, ...) included, is -32601.
+METHODS: dict[str, Method] = {
+    "SendMessage": Method(types.parse_send_message, "send_message"),
+    "SendStreamingMessage": Method(
+        types.parse_send_message, "send_streaming_message", streaming=True
+    ),
+    "GetTask": Method(types.parse_get_task, "get_task"),
+    "ListTasks": Method(types.parse_list_tasks, "list_tasks"),
+    "CancelTask": Method(types.parse_cancel_task, "cancel_task"),
+    "SubscribeToTask": Method(
+        types.parse_subscribe_to_task, "subscribe_to_task", streaming=True
+    ),
+    "CreateTaskPushNotificationConfig": Method(
+        types.parse_push_config, "create_push_config"
+    ),
+    "GetTaskPushNotificationConfig": Method(
+        types.parse_push_config_ref, "get_push_config"
+    ),
+    "ListTaskPushNotificationConfigs": Method(
+        types.parse_list_push_configs, "list_push_configs"
+    ),
+    "DeleteTaskPushNotificationConfig": Method(
+        types.parse_push_config_ref, "delete_push_config"
+    ),
+    "GetExtendedAgentCard": Method(types.parse_get_extended_card, "get_extended_card"),
+}
+
+
+class Dispatcher:
+    """
+    Runs JSON-RPC request bodies against one policy.
+    """
+
+    log = Logger()
+
+    def __init__(self, handler: IA2AHandler) -> None:
+        """
+        @param handler: The policy that serves every method.
+        """
+        self._handler = handler
+
+    def dispatch(self, body: bytes, context: CallContext) -> Deferred[dict[str, Any] | None]:
+        """
+        Answer one request body.
+
+        @return: A Deferred that fires with the JSON-RPC response object, or
+            with None for a notification (which is run but never answered).
+            It never fails.
+        """
+        try:
+            request = parse_request(loads(body))
+        except A2AError as error:
+            return _fired(failure(request_id_of(error), error))
+        return self.call(request, context)
+
+    def call(self, request: RPCRequest, context: CallContext) -> Deferred[dict[str, Any] | None]:
+        """
+        Run an already parsed request; see L{dispatch}.
+        """
+        result = maybeDeferred(self._run, request, context)
+
+        def answered(value: Any) -> dict[str, Any] | None:
+            if request.notification:
+                return None
+            return success(request.id, value)
+
+        def refused(reason: Failure) -> dict[str, Any] | None:
+            if reason.check(A2AError):
+                error = reason.value
+            else:
+                self.log.failure(
+                    "a2a.internal_error: {method} failed",
+                    reason,
+                    method=request.method,
+                )
+                error = InternalError()
+            if request.notification:
+                return None
+            return failure(request.id, error)
+
+        return result.addCallbacks(answered, refused)
+
+    def _run(self, request: RPCRequest, context: CallContext) -> Any:
+        method = METHODS.get(request.method)
+        if method is None:
+            raise MethodNotFoundError()
+        if not version_supported(context.version):
+            raise VersionNotSupportedError()
+        typed = method.parse(request.params)
+        return getattr(self._handler, method.handler)(context, typed)
+
+
+def _fired(value: Any) -> Deferred[Any]:
+    d: Deferred[Any] = Deferred()
+    d.callback(value)
+    return d

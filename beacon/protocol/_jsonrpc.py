@@ -1,0 +1,179 @@
+"""
+JSON-RPC 2.0 envelopes for A2A 1.0, and strict JSON.
+
+Strict JSON here means: UTF-8 only, no C{NaN}/C{Infinity}, no duplicate object
+keys (an ambiguous document is refused, not guessed at), and a bounded nesting
+depth. Anything else is a C{-32700} parse error. Batches are not part of A2A and
+are refused with C{-32600}.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from beacon.protocol._errors import (
+    A2AError,
+    InvalidRequestError,
+    JSONParseError,
+    error_object,
+)
+
+#: The longest string request id echoed back (the one echo JSON-RPC requires).
+MAX_REQUEST_ID_LENGTH = 128
+#: Numeric ids must be integers within the range JSON numbers keep exactly.
+MAX_NUMERIC_ID = 2**53
+
+RequestId = str | int | None
+
+#: A request id that could not be read: JSON-RPC answers such errors with null.
+NO_ID: RequestId = None
+
+
+@dataclass(frozen=True)
+class RPCRequest:
+    """
+    A well-formed JSON-RPC 2.0 request.
+
+    @ivar id: The request id (a bounded string, an integer or None).
+    @ivar notification: True when the request had no C{id} member: it is
+        run but never answered.
+    """
+
+    id: RequestId
+    method: str
+    params: Any
+    notification: bool
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _DuplicateKey("duplicate key in object")
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decoder = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+)
+
+
+def loads(body: bytes) -> Any:
+    """
+    Parse C{body} as strict JSON.
+
+    @raise JSONParseError: For anything that is not one strict JSON document.
+    """
+    try:
+        text = body.decode("utf-8")
+        # json.loads accepts lone surrogate escapes; they cannot be stored as
+        # UTF-8, so refuse them here rather than fail later.
+        value = _decoder.decode(text)
+        _check_encodable(value)
+        return value
+    except (ValueError, RecursionError, UnicodeError):
+        raise JSONParseError() from None
+
+
+def _check_encodable(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                key.encode("utf-8")
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def dumps(value: Any) -> bytes:
+    """
+    Serialise C{value} as compact UTF-8 JSON.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
+
+
+def _read_id(envelope: dict[str, Any]) -> RequestId:
+    request_id = envelope.get("id")
+    if request_id is None:
+        return None
+    if isinstance(request_id, bool):
+        raise InvalidRequestError("id must be a string, a number or null")
+    if isinstance(request_id, str):
+        if len(request_id) > MAX_REQUEST_ID_LENGTH:
+            raise InvalidRequestError(
+                f"id must be at most {MAX_REQUEST_ID_LENGTH} characters"
+            )
+        return request_id
+    if isinstance(request_id, int) and abs(request_id) <= MAX_NUMERIC_ID:
+        return request_id
+    raise InvalidRequestError("id must be a string, an integer or null")
+
+
+def parse_request(document: Any) -> RPCRequest:
+    """
+    Read a parsed JSON document as one JSON-RPC 2.0 request.
+
+    @raise InvalidRequestError: For a batch, a non-object, a wrong
+        C{jsonrpc}, a bad C{id} or a missing method. The error's
+        C{request_id} attribute is the id to answer with (null when the id
+        itself could not be read).
+    """
+    if isinstance(document, list):
+        raise _with_id(InvalidRequestError("batch requests are not supported"), NO_ID)
+    if not isinstance(document, dict):
+        raise _with_id(InvalidRequestError("a request must be a JSON object"), NO_ID)
+    try:
+        request_id = _read_id(document)
+    except InvalidRequestError as error:
+        raise _with_id(error, NO_ID)
+    if document.get("jsonrpc") != "2.0":
+        raise _with_id(InvalidRequestError('jsonrpc must be "2.0"'), request_id)
+    method = document.get("method")
+    if not isinstance(method, str) or not method:
+        raise _with_id(InvalidRequestError("method must be a string"), request_id)
+    params = document.get("params")
+    if params is not None and not isinstance(params, (dict, list)):
+        raise _with_id(InvalidRequestError("params must be an object"), request_id)
+    return RPCRequest(
+        id=request_id,
+        method=method,
+        params=params,
+        notification="id" not in document,
+    )
+
+
+def _with_id(error: A2AError, request_id: RequestId) -> A2AError:
+    error.request_id = request_id  # type: ignore[attr-defined]
+    return error
+
+
+def request_id_of(error: A2AError) -> RequestId:
+    """
+    The id to answer C{error} with: the one recorded while parsing, or null.
+    """
+    return getattr(error, "request_id", NO_ID)
+
+
+def success(request_id: RequestId, result: Any) -> dict[str, Any]:
+    """A JSON-RPC success response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def failure(request_id: RequestId, error: A2AError) -> dict[str, Any]:
+    """A JSON-RPC error response carrying C{error}'s typed details."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object(error)}

@@ -1,0 +1,522 @@
+"""
+The A2A 1.0 request messages as typed, frozen values, and their ProtoJSON
+parsers.
+
+Parsing follows ProtoJSON (ADR-001) as the specification asks: camelCase names
+(snake_case accepted), enums by name (numbers accepted), unknown fields
+ignored, REQUIRED fields enforced. A request that does not parse raises
+L{InvalidParamsError} whose C{BadRequest} detail names each failing field by
+its path (never by its value: nothing submitted is echoed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+from beacon.protocol._errors import InvalidParamsError
+
+T = TypeVar("T")
+
+TASK_STATES = (
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+)
+ROLES = ("ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT")
+
+#: Longest identifier (task id, message id, context id) accepted.
+MAX_ID_LENGTH = 256
+
+_INT32_MAX = 2**31 - 1
+_TIMESTAMP = re.compile(
+    r"\A(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?Z\Z"
+)
+
+
+@dataclass(frozen=True)
+class Part:
+    """
+    One part of a message: exactly one of C{text}, C{raw}, C{url}, C{data}.
+
+    @ivar content: Which member is present: C{"text"}, C{"raw"}, C{"url"} or
+        C{"data"}.
+    @ivar value: That member's value (C{str} for text/raw/url, any JSON
+        value for data).
+    """
+
+    content: str
+    value: Any
+    media_type: str = ""
+    filename: str = ""
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """A2A C{Message}."""
+
+    message_id: str
+    role: str
+    parts: tuple[Part, ...]
+    context_id: str = ""
+    task_id: str = ""
+    metadata: dict[str, Any] | None = None
+    extensions: tuple[str, ...] = ()
+    reference_task_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuthenticationInfo:
+    """A2A C{AuthenticationInfo}."""
+
+    scheme: str
+    credentials: str = ""
+
+
+@dataclass(frozen=True)
+class TaskPushNotificationConfig:
+    """A2A C{TaskPushNotificationConfig}."""
+
+    url: str
+    id: str = ""
+    task_id: str = ""
+    token: str = ""
+    authentication: AuthenticationInfo | None = None
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class SendMessageConfiguration:
+    """A2A C{SendMessageConfiguration}."""
+
+    accepted_output_modes: tuple[str, ...] = ()
+    task_push_notification_config: TaskPushNotificationConfig | None = None
+    history_length: int | None = None
+    return_immediately: bool = False
+
+
+@dataclass(frozen=True)
+class SendMessageRequest:
+    """A2A C{SendMessageRequest}."""
+
+    message: Message
+    configuration: SendMessageConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class GetTaskRequest:
+    """A2A C{GetTaskRequest}."""
+
+    id: str
+    history_length: int | None = None
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class ListTasksRequest:
+    """A2A C{ListTasksRequest}."""
+
+    context_id: str = ""
+    status: str = "TASK_STATE_UNSPECIFIED"
+    page_size: int | None = None
+    page_token: str = ""
+    history_length: int | None = None
+    status_timestamp_after: datetime | None = None
+    include_artifacts: bool | None = None
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class CancelTaskRequest:
+    """A2A C{CancelTaskRequest}."""
+
+    id: str
+    metadata: dict[str, Any] | None = None
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class SubscribeToTaskRequest:
+    """A2A C{SubscribeToTaskRequest}."""
+
+    id: str
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class TaskPushNotificationConfigRequest:
+    """
+    A2A C{GetTaskPushNotificationConfigRequest} and
+    C{DeleteTaskPushNotificationConfigRequest} (the same fields).
+    """
+
+    task_id: str
+    id: str
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class ListTaskPushNotificationConfigsRequest:
+    """A2A C{ListTaskPushNotificationConfigsRequest}."""
+
+    task_id: str
+    page_size: int | None = None
+    page_token: str = ""
+    tenant: str = ""
+
+
+@dataclass(frozen=True)
+class GetExtendedAgentCardRequest:
+    """A2A C{GetExtendedAgentCardRequest}."""
+
+    tenant: str = ""
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+@dataclass
+class _Reader:
+    """
+    Reads one ProtoJSON object, collecting every violation so that the error
+    names all failing fields at once.
+    """
+
+    obj: dict[str, Any]
+    path: str
+    violations: list[tuple[str, str]] = field(default_factory=list)
+
+    def _where(self, name: str) -> str:
+        if not name:
+            return self.path
+        return f"{self.path}.{name}" if self.path else name
+
+    def _fail(self, name: str, description: str) -> None:
+        self.violations.append((self._where(name), description))
+
+    def raw(self, name: str) -> Any:
+        """The value of C{name} (camelCase, or its snake_case alias), or None."""
+        value = self.obj.get(name)
+        if value is None:
+            value = self.obj.get(_snake(name))
+        return value
+
+    def string(self, name: str, *, required: bool = False, limit: int = 0) -> str:
+        value = self.raw(name)
+        if value is None or value == "":
+            if required:
+                self._fail(name, "is required")
+            return ""
+        if not isinstance(value, str):
+            self._fail(name, "must be a string")
+            return ""
+        if limit and len(value) > limit:
+            self._fail(name, f"must be at most {limit} characters")
+            return ""
+        return value
+
+    def boolean(self, name: str) -> bool | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            self._fail(name, "must be a boolean")
+            return None
+        return value
+
+    def int32(self, name: str, *, minimum: int = -_INT32_MAX - 1) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        number: int | None = None
+        if isinstance(value, bool):
+            number = None
+        elif isinstance(value, int):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str) and re.fullmatch(r"-?\d{1,10}", value):
+            number = int(value)
+        if number is None or not (-_INT32_MAX - 1 <= number <= _INT32_MAX):
+            self._fail(name, "must be a 32-bit integer")
+            return None
+        if number < minimum:
+            self._fail(name, f"must be at least {minimum}")
+            return None
+        return number
+
+    def struct(self, name: str) -> dict[str, Any] | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self._fail(name, "must be an object")
+            return None
+        return value
+
+    def strings(self, name: str) -> tuple[str, ...]:
+        value = self.raw(name)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self._fail(name, "must be a list of strings")
+            return ()
+        return tuple(value)
+
+    def enum(self, name: str, names: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if value is None:
+            return names[0]
+        if isinstance(value, str) and value in names:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            if 0 <= value < len(names):
+                return names[value]
+        self._fail(name, "is not a known enum value")
+        return names[0]
+
+    def timestamp(self, name: str) -> datetime | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        parsed = parse_timestamp(value) if isinstance(value, str) else None
+        if parsed is None:
+            self._fail(name, "must be an RFC 3339 UTC timestamp ending in Z")
+        return parsed
+
+    def child(self, name: str, *, required: bool = False) -> _Reader | None:
+        value = self.raw(name)
+        if value is None:
+            if required:
+                self._fail(name, "is required")
+            return None
+        if not isinstance(value, dict):
+            self._fail(name, "must be an object")
+            return None
+        return _Reader(value, self._where(name), self.violations)
+
+    def children(self, name: str, *, required: bool = False) -> list[_Reader]:
+        value = self.raw(name)
+        if value is None or value == []:
+            if required:
+                self._fail(name, "is required and must not be empty")
+            return []
+        if not isinstance(value, list):
+            self._fail(name, "must be a list")
+            return []
+        readers = []
+        for index, item in enumerate(value):
+            where = f"{name}[{index}]"
+            if not isinstance(item, dict):
+                self._fail(where, "must be an object")
+                continue
+            readers.append(_Reader(item, self._where(where), self.violations))
+        return readers
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """
+    Parse an RFC 3339 UTC timestamp (C{Z} only, as ProtoJSON requires).
+
+    @return: An aware datetime, or None when C{text} is not one.
+    """
+    match = _TIMESTAMP.match(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction = match.group(7) or ".0"
+    micro = int((fraction[1:] + "000000")[:6])
+    try:
+        return datetime(year, month, day, hour, minute, second, micro, timezone.utc)
+    except ValueError:
+        return None
+
+
+def format_timestamp(epoch_ms: int) -> str:
+    """
+    Format milliseconds since the epoch as RFC 3339 UTC with millisecond
+    resolution, for example C{2026-11-30T04:29:55.123Z}.
+    """
+    seconds, millis = divmod(epoch_ms, 1000)
+    moment = datetime.fromtimestamp(seconds, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+
+
+_PART_MEMBERS = ("text", "raw", "url", "data")
+
+
+def _part(reader: _Reader) -> Part | None:
+    present = [m for m in _PART_MEMBERS if m in reader.obj]
+    if len(present) != 1:
+        reader._fail("", "a part must have exactly one of text, raw, url or data")
+        return None
+    member = present[0]
+    value = reader.obj[member]
+    if member != "data" and not isinstance(value, str):
+        reader._fail(member, "must be a string")
+        return None
+    return Part(
+        content=member,
+        value=value,
+        media_type=reader.string("mediaType"),
+        filename=reader.string("filename"),
+        metadata=reader.struct("metadata"),
+    )
+
+
+def _message(reader: _Reader) -> Message:
+    parts = [_part(r) for r in reader.children("parts", required=True)]
+    role = reader.enum("role", ROLES)
+    if role == "ROLE_UNSPECIFIED":
+        reader._fail("role", "is required (ROLE_USER or ROLE_AGENT)")
+    return Message(
+        message_id=reader.string("messageId", required=True, limit=MAX_ID_LENGTH),
+        role=role,
+        parts=tuple(p for p in parts if p is not None),
+        context_id=reader.string("contextId", limit=MAX_ID_LENGTH),
+        task_id=reader.string("taskId", limit=MAX_ID_LENGTH),
+        metadata=reader.struct("metadata"),
+        extensions=reader.strings("extensions"),
+        reference_task_ids=reader.strings("referenceTaskIds"),
+    )
+
+
+def _push_config(reader: _Reader) -> TaskPushNotificationConfig:
+    auth = reader.child("authentication")
+    return TaskPushNotificationConfig(
+        url=reader.string("url", required=True),
+        id=reader.string("id", limit=MAX_ID_LENGTH),
+        task_id=reader.string("taskId", limit=MAX_ID_LENGTH),
+        token=reader.string("token"),
+        authentication=(
+            AuthenticationInfo(
+                scheme=auth.string("scheme", required=True),
+                credentials=auth.string("credentials"),
+            )
+            if auth is not None
+            else None
+        ),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _send_message(reader: _Reader) -> SendMessageRequest:
+    message = reader.child("message", required=True)
+    config = reader.child("configuration")
+    configuration = None
+    if config is not None:
+        push = config.child("taskPushNotificationConfig")
+        configuration = SendMessageConfiguration(
+            accepted_output_modes=config.strings("acceptedOutputModes"),
+            task_push_notification_config=(
+                _push_config(push) if push is not None else None
+            ),
+            history_length=config.int32("historyLength", minimum=0),
+            return_immediately=bool(config.boolean("returnImmediately")),
+        )
+    return SendMessageRequest(
+        message=_message(message) if message is not None else None,  # type: ignore[arg-type]
+        configuration=configuration,
+        metadata=reader.struct("metadata"),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _get_task(reader: _Reader) -> GetTaskRequest:
+    return GetTaskRequest(
+        id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
+        history_length=reader.int32("historyLength", minimum=0),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _list_tasks(reader: _Reader) -> ListTasksRequest:
+    page_size = reader.int32("pageSize")
+    if page_size is not None and not (1 <= page_size <= 100):
+        reader._fail("pageSize", "must be between 1 and 100")
+    return ListTasksRequest(
+        context_id=reader.string("contextId", limit=MAX_ID_LENGTH),
+        status=reader.enum("status", TASK_STATES),
+        page_size=page_size,
+        page_token=reader.string("pageToken", limit=1024),
+        history_length=reader.int32("historyLength", minimum=0),
+        status_timestamp_after=reader.timestamp("statusTimestampAfter"),
+        include_artifacts=reader.boolean("includeArtifacts"),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _cancel_task(reader: _Reader) -> CancelTaskRequest:
+    return CancelTaskRequest(
+        id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
+        metadata=reader.struct("metadata"),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _subscribe(reader: _Reader) -> SubscribeToTaskRequest:
+    return SubscribeToTaskRequest(
+        id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _push_config_ref(reader: _Reader) -> TaskPushNotificationConfigRequest:
+    return TaskPushNotificationConfigRequest(
+        task_id=reader.string("taskId", required=True, limit=MAX_ID_LENGTH),
+        id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _list_push_configs(reader: _Reader) -> ListTaskPushNotificationConfigsRequest:
+    return ListTaskPushNotificationConfigsRequest(
+        task_id=reader.string("taskId", required=True, limit=MAX_ID_LENGTH),
+        page_size=reader.int32("pageSize", minimum=0),
+        page_token=reader.string("pageToken", limit=1024),
+        tenant=reader.string("tenant"),
+    )
+
+
+def _extended_card(reader: _Reader) -> GetExtendedAgentCardRequest:
+    return GetExtendedAgentCardRequest(tenant=reader.string("tenant"))
+
+
+def _parser(build: Callable[[_Reader], T]) -> Callable[[Any], T]:
+    def parse(params: Any) -> T:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidParamsError(
+                "params must be an object", field_violations=[("params", "must be an object")]
+            )
+        reader = _Reader(params, "")
+        value = build(reader)
+        if reader.violations:
+            raise InvalidParamsError(field_violations=reader.violations)
+        return value
+
+    return parse
+
+
+parse_send_message = _parser(_send_message)
+parse_get_task = _parser(_get_task)
+parse_list_tasks = _parser(_list_tasks)
+parse_cancel_task = _parser(_cancel_task)
+parse_subscribe_to_task = _parser(_subscribe)
+parse_push_config = _parser(_push_config)
+parse_push_config_ref = _parser(_push_config_ref)
+parse_list_push_configs = _parser(_list_push_configs)
+parse_get_extended_card = _parser(_extended_card)

@@ -1,0 +1,256 @@
+"""
+The service tree: store first, then the listeners, so that nothing is served
+before the store is open and the listeners stop (in reverse order) before the
+store drains and closes.
+
+Embedders call L{makeService} with a L{Config} and their reactor, and add the
+result to their application; or build L{beacon_resources} and mount them in
+their own L{Site}.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from twisted.application.service import MultiService, Service
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTime
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from beacon.bindings.http import (
+    BeaconSite,
+    Container,
+    PublicResources,
+    TransportLimits,
+    public_resources,
+)
+from beacon.bindings.limits import RateLimiter
+from beacon.config import Config, validate
+from beacon.intake import CardText, PublicPolicy, public_card, schema_validator
+from beacon.protocol import Dispatcher
+from beacon.store import ISubmissionStore, SQLiteStore
+
+log = Logger()
+
+#: The SQLite database's file name inside the data directory.
+DATABASE_NAME = "beacon.sqlite3"
+
+
+class StartupError(Exception):
+    """
+    Beacon cannot start: a listener cannot bind, the store cannot open. The
+    message says what and where.
+    """
+
+
+class Listeners(Service):
+    """
+    Listens on a list of server endpoint strings, all or nothing: if one
+    cannot bind, the ones already bound are closed and start-up fails with
+    L{StartupError}.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        descriptions: tuple[str, ...],
+        factory: Factory,
+        name: str,
+        on_bound: Callable[[list[IListeningPort]], None] | None = None,
+    ) -> None:
+        """
+        @param reactor: Where to listen.
+        @param descriptions: Server endpoint strings.
+        @param factory: The protocol factory for every port.
+        @param name: What these listeners are, for messages (C{"http"}).
+        @param on_bound: Called with the ports once all are bound.
+        """
+        self._reactor = reactor
+        self._descriptions = descriptions
+        self._factory = factory
+        self._what = name
+        self._on_bound = on_bound
+        self.ports: list[IListeningPort] = []
+        self._bound = False
+
+    def privilegedStartService(self) -> None:
+        """
+        Bind every listener now (before any privileges are shed).
+
+        @raise StartupError: One of them cannot bind.
+        """
+        super().privilegedStartService()
+        if self._bound:
+            return
+        self._bound = True
+        for description in self._descriptions:
+            outcome: list[Any] = []
+            try:
+                endpoint = serverFromString(self._reactor, description)
+                endpoint.listen(self._factory).addBoth(outcome.append)
+            except Exception as e:
+                outcome.append(Failure(e))
+            if not outcome or isinstance(outcome[0], Failure):
+                for port in self.ports:
+                    port.stopListening()
+                self.ports = []
+                reason = outcome[0].getErrorMessage() if outcome else "did not bind at once"
+                log.critical(
+                    "{what}.listen_failed: cannot listen on {endpoint}: {reason}",
+                    what=self._what,
+                    endpoint=description,
+                    reason=reason,
+                )
+                raise StartupError(
+                    f"cannot listen on {description!r} ({self._what}): {reason}"
+                )
+            port = outcome[0]
+            self.ports.append(port)
+            log.info(
+                "{what}.listening: {endpoint} on {address}",
+                what=self._what,
+                endpoint=description,
+                address=_address_text(port),
+            )
+        if self._on_bound is not None:
+            self._on_bound(self.ports)
+
+    def startService(self) -> None:
+        """Bind, unless L{privilegedStartService} did already."""
+        super().startService()
+        self.privilegedStartService()
+
+    def stopService(self) -> Deferred[Any]:
+        """Close every listener."""
+        super().stopService()
+        ports, self.ports = self.ports, []
+        self._bound = False
+        return gatherResults([maybeDeferred(p.stopListening) for p in ports])
+
+
+def _address_text(port: IListeningPort) -> str:
+    host = port.getHost()
+    if isinstance(host, (IPv4Address, IPv6Address)):
+        address = f"[{host.host}]" if isinstance(host, IPv6Address) else host.host
+        return f"{address}:{host.port}"
+    return str(getattr(host, "name", host))
+
+
+def derive_public_url(description: str, port: IListeningPort) -> str:
+    """
+    The base URL of a bound listener, for when no public URL is configured:
+    C{https} for C{ssl:} endpoints, C{http} otherwise; an unspecified address
+    (C{0.0.0.0}, C{::}) becomes C{localhost}.
+
+    @raise StartupError: The listener has no host and port (a unix socket).
+    """
+    host = port.getHost()
+    if not isinstance(host, (IPv4Address, IPv6Address)):
+        raise StartupError(
+            f"cannot derive a public URL from {description!r}: set --public-url"
+        )
+    scheme = "https" if description.split(":", 1)[0] in ("ssl", "tls") else "http"
+    name = host.host
+    if name in ("0.0.0.0", "::"):
+        name = "localhost"
+    elif isinstance(host, IPv6Address):
+        name = f"[{name}]"
+    default = 443 if scheme == "https" else 80
+    suffix = "" if host.port == default else f":{host.port}"
+    return f"{scheme}://{name}{suffix}"
+
+
+@dataclass
+class BeaconResources:
+    """
+    The public resources of a Beacon, with what they need to be published.
+    """
+
+    resources: PublicResources
+    card_text: CardText
+    clock: IReactorTime
+
+    def publish_card(self, public_url: str) -> None:
+        """
+        Publish the agent card for C{public_url}.
+        """
+        self.resources.card.publish(
+            public_card(self.card_text, public_url), self.clock.seconds()
+        )
+
+
+def beacon_resources(
+    config: Config, store: ISubmissionStore, reactor: IReactorTime
+) -> BeaconResources:
+    """
+    Build Beacon's public resources over C{store}, for L{makeService} or for
+    mounting in an existing L{Site} (then call C{publish_card} with the
+    public URL, and prefer L{BeaconSite} or its request factory so the body
+    cap holds while the body arrives).
+    """
+    policy = PublicPolicy(store, reactor, schema_validator())
+    limits = TransportLimits(
+        max_body=config.limits.max_body,
+        rate=RateLimiter(config.limits.rate, config.limits.burst, reactor),
+        sources=config.limits.source_resolver(),
+    )
+    resources = public_resources(Dispatcher(policy), limits)
+    result = BeaconResources(resources, config.card, reactor)
+    if config.public_url is not None:
+        result.publish_card(config.public_url)
+    return result
+
+
+class _Announce(Service):
+    """Logs the configuration Beacon started with (after the listeners)."""
+
+    def __init__(self, config: Config, public_url: Callable[[], str]) -> None:
+        self._config = config
+        self._public_url = public_url
+
+    def startService(self) -> None:
+        super().startService()
+        log.info(
+            "beacon.started: public URL {public_url}, data directory {data_dir}",
+            public_url=self._public_url(),
+            data_dir=os.path.abspath(self._config.data_dir),
+        )
+
+
+def makeService(config: Config, reactor: IReactorCore) -> MultiService:
+    """
+    Wire Beacon's service tree: the store, then the public HTTP listeners,
+    then a start-up announcement.
+
+    @param config: The configuration (validated again here).
+    @param reactor: The reactor everything runs on (listening, time,
+        threads).
+    """
+    config = validate(config)
+    root = MultiService()
+    store = SQLiteStore(os.path.join(config.data_dir, DATABASE_NAME), reactor)
+    store.setServiceParent(root)
+
+    beacon = beacon_resources(config, store, reactor)
+    site = BeaconSite(
+        beacon.resources.mount(Container()), max_body=config.limits.max_body
+    )
+    site.noisy = False
+    public: dict[str, str] = {}
+    if config.public_url:
+        public["url"] = config.public_url
+
+    def bound(ports: list[IListeningPort]) -> None:
+        if "url" not in public:
+            public["url"] = derive_public_url(config.http[0], ports[0])
+            beacon.publish_card(public["url"])
+
+    Listeners(reactor, config.http, site, "http", bound).setServiceParent(root)
+    _Announce(config, lambda: public.get("url", "")).setServiceParent(root)
+    return root

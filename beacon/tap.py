@@ -1,0 +1,92 @@
+"""
+C{twistd beacon}: the command-line options and the wiring. This is the edge
+where the global reactor is imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.service import IService
+from twisted.python import usage
+
+from beacon.config import Config, ConfigError, build_config, read_file
+
+
+class Options(usage.Options):
+    """
+    Options of C{twistd beacon}. The command line overrides the file given
+    with C{--config}; every value is checked here, before the reactor runs.
+    """
+
+    synopsis = "[options]"
+    longdesc = (
+        "Beacon: an A2A 1.0 front door for a human-read inbox. With no options "
+        "it serves http://127.0.0.1:8080 and keeps its data in ./beacon-data."
+    )
+    optParameters = [
+        ["config", "c", None, "A TOML configuration file (see etc/beacon.toml)."],
+        ["data", "d", None, "The data directory [default: beacon-data]."],
+        [
+            "public-url",
+            None,
+            None,
+            "The base URL the agent card advertises "
+            "[default: derived from the first --http listener].",
+        ],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["http"] = []
+        self.config: Config | None = None
+
+    def opt_http(self, description: str) -> None:
+        """
+        A public HTTP listener, as a Twisted server endpoint string
+        (repeatable; ssl: gives HTTPS) [default: tcp:8080:interface=127.0.0.1].
+        """
+        self["http"].append(description)
+
+    def postOptions(self) -> None:
+        """
+        Build and check the configuration; a bad value is a usage error.
+        """
+        try:
+            values = read_file(self["config"]) if self["config"] else {}
+            config = build_config(
+                values,
+                data_dir=self["data"],
+                http=self["http"],
+                public_url=self["public-url"],
+            )
+        except ConfigError as e:
+            raise usage.UsageError(str(e)) from None
+        _check_endpoints(config.http)
+        self.config = config
+
+
+def _check_endpoints(descriptions: tuple[str, ...]) -> None:
+    from twisted.internet import reactor
+    from twisted.internet.endpoints import serverFromString
+
+    for description in descriptions:
+        try:
+            serverFromString(reactor, description)
+        except Exception as e:
+            raise usage.UsageError(
+                f"--http {description!r} is not a server endpoint: {e}"
+            ) from None
+
+
+def makeService(options: Options) -> IService:
+    """
+    Wire the service tree from the checked configuration.
+    """
+    from twisted.internet import reactor
+
+    from beacon.service import makeService as make
+
+    assert options.config is not None
+    service: Any = make(options.config, reactor)
+    return service
