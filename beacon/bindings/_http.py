@@ -339,7 +339,8 @@ class JSONRPCResource(_MethodsResource):
             return refusal
         body = request.content.read()
         version = _header(request, b"A2A-Version")
-        if version is None:
+        if not (version or "").strip():
+            # An empty header carries no version: the query may.
             values = request.args.get(b"A2A-Version")
             version = values[0].decode("latin-1") if values else None
         requested = parse_extensions(

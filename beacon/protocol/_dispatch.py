@@ -40,7 +40,7 @@ from beacon.protocol._jsonrpc import (
 #: The A2A protocol version every Beacon interface speaks.
 PROTOCOL_VERSION = "1.0"
 
-_VERSION = re.compile(r"\A(\d+)\.(\d+)(?:\.\d+)?\Z")
+_VERSION = re.compile(r"\A([0-9]{1,4})\.([0-9]{1,4})(?:\.[0-9]{1,4})?\Z")
 
 
 def version_supported(value: str | None) -> bool:
@@ -50,7 +50,7 @@ def version_supported(value: str | None) -> bool:
     """
     if not value:
         return False
-    match = _VERSION.match(value.strip())
+    match = _VERSION.match(value.strip(" \t"))
     return match is not None and (int(match.group(1)), int(match.group(2))) == (1, 0)
 
 

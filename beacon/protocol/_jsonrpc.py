@@ -1,15 +1,18 @@
 """
 JSON-RPC 2.0 envelopes for A2A 1.0, and strict JSON.
 
-Strict JSON here means: UTF-8 only, no C{NaN}/C{Infinity}, no duplicate object
-keys (an ambiguous document is refused, not guessed at), and a bounded nesting
-depth. Anything else is a C{-32700} parse error. Batches are not part of A2A and
+Strict JSON here means: UTF-8 only, no lone surrogates, no C{NaN}/C{Infinity}
+and no number that overflows or is longer than L{MAX_NUMBER_LENGTH}
+characters, no duplicate object keys (an ambiguous document is refused, not
+guessed at), and nesting no deeper than the parser's recursion allows.
+Anything else is a C{-32700} parse error. Batches are not part of A2A and
 are refused with C{-32600}.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +65,29 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+#: The longest number literal read; longer ones are refused rather than
+#: converted (a huge integer costs quadratic time, a huge float overflows).
+MAX_NUMBER_LENGTH = 64
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_LENGTH:
+        raise ValueError("number too long")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text) if len(text) <= MAX_NUMBER_LENGTH else math.inf
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
 _decoder = json.JSONDecoder(
-    object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+    object_pairs_hook=_no_duplicates,
+    parse_constant=_no_constant,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
 )
 
 

@@ -1,0 +1,62 @@
+"""
+Shared fixtures. pytest has no dirty-reactor check, so every test runs with
+an observer that fails it when Twisted logged a failure it did not expect;
+tests that provoke a logged failure on purpose say so through the
+C{logged_events} fixture's C{expect_failures()}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from twisted.logger import globalLogPublisher
+
+
+class LoggedEvents:
+    """
+    The twisted.logger events emitted during one test.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.failures_expected = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def expect_failures(self) -> None:
+        """This test logs failures on purpose."""
+        self.failures_expected = True
+
+    def named(self, prefix: str) -> list[dict[str, Any]]:
+        """The events whose format starts with the stable name C{prefix}."""
+        return [
+            e for e in self.events if str(e.get("log_format") or "").startswith(prefix)
+        ]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """The events that carry a failure."""
+        return [e for e in self.events if "log_failure" in e]
+
+
+@pytest.fixture(autouse=True)
+def logged_events() -> Iterator[LoggedEvents]:
+    """
+    Collect log events; fail the test if a failure was logged unexpectedly.
+    """
+    observer = LoggedEvents()
+    globalLogPublisher.addObserver(observer)
+    try:
+        yield observer
+    finally:
+        globalLogPublisher.removeObserver(observer)
+    if not observer.failures_expected:
+        unexpected = observer.failures()
+        if unexpected:
+            first = unexpected[0]["log_failure"]
+            pytest.fail(
+                f"{len(unexpected)} failure(s) logged during the test; first:\n"
+                f"{first.getTraceback()}"
+            )

@@ -1,0 +1,131 @@
+"""
+A real A2A peer: the official C{a2a-sdk} client against a Beacon.
+
+Usage::
+
+    python a2a_sdk_client.py BASE_URL [TEXT]
+
+It resolves the agent card from C{BASE_URL}, creates a non-streaming JSON-RPC
+client from it, sends C{TEXT} as a user message, then GetTasks the returned
+task. It prints one JSON object per line on stdout::
+
+    {"step": "card", "name": ..., "interfaces": [{"url", "protocolBinding",
+     "protocolVersion"}], "streaming": false}
+    {"step": "send", "id": ..., "contextId": ..., "state": "TASK_STATE_...",
+     "timestamp": ..., "url": <the URL the request was POSTed to>,
+     "a2aVersion": <its A2A-Version header>}
+    {"step": "get", "id": ..., "state": ..., "timestamp": ..., "url": ...}
+
+Any error ends it with exit code 1 and a message on stderr. Only the SDK's
+public client API is used (C{a2a.client}, C{a2a.types}); the httpx client is
+handed to the SDK through C{ClientConfig.httpx_client}, and its event hook
+only records which URL each request went to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from typing import Any
+
+import httpx
+from google.protobuf.json_format import MessageToDict
+
+from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
+
+#: Every network step is bounded by this many seconds.
+TIMEOUT = 20.0
+
+JSONRPC = "JSONRPC"
+
+
+def emit(record: dict[str, Any]) -> None:
+    print(json.dumps(record, sort_keys=True), flush=True)
+
+
+def task_record(step: str, task: Task, request: httpx.Request | None) -> dict[str, Any]:
+    return {
+        "step": step,
+        "id": task.id,
+        "contextId": task.context_id,
+        "state": TaskState.Name(task.status.state),
+        "timestamp": MessageToDict(task.status).get("timestamp"),
+        "url": str(request.url) if request is not None else None,
+        "a2aVersion": request.headers.get("A2A-Version") if request is not None else None,
+    }
+
+
+async def run(base_url: str, text: str) -> None:
+    sent: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> None:
+        sent.append(request)
+
+    async with httpx.AsyncClient(
+        timeout=TIMEOUT, event_hooks={"request": [record]}
+    ) as http_client:
+        card = await A2ACardResolver(http_client, base_url).get_agent_card()
+        emit(
+            {
+                "step": "card",
+                "name": card.name,
+                "streaming": card.capabilities.streaming,
+                "interfaces": [
+                    {
+                        "url": i.url,
+                        "protocolBinding": i.protocol_binding,
+                        "protocolVersion": i.protocol_version,
+                    }
+                    for i in card.supported_interfaces
+                ],
+            }
+        )
+
+        config = ClientConfig(
+            streaming=False,
+            httpx_client=http_client,
+            supported_protocol_bindings=[JSONRPC],
+        )
+        client = ClientFactory(config).create(card)
+        context = ClientCallContext(timeout=TIMEOUT)
+
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[Part(text=text)],
+        )
+        responses = [
+            r
+            async for r in client.send_message(
+                SendMessageRequest(message=message), context=context
+            )
+        ]
+        if len(responses) != 1 or not responses[0].HasField("task"):
+            raise RuntimeError(f"SendMessage did not answer with one Task: {responses}")
+        emit(task_record("send", responses[0].task, sent[-1] if sent else None))
+
+        task = await client.get_task(
+            GetTaskRequest(id=responses[0].task.id), context=context
+        )
+        emit(task_record("get", task, sent[-1] if sent else None))
+        await client.close()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print(f"usage: {argv[0]} BASE_URL [TEXT]", file=sys.stderr)
+        return 2
+    text = argv[2] if len(argv) == 3 else "Hello from the a2a-sdk interop test."
+    try:
+        asyncio.run(asyncio.wait_for(run(argv[1], text), 3 * TIMEOUT))
+    except Exception as e:
+        print(f"a2a-sdk client failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,410 @@
+"""
+The public HTTP binding over its Resource tree: the agent card's caching and
+methods, the JSON-RPC endpoint's transport refusals (body cap, rate limit)
+before any JSON is parsed, version negotiation by header and query, and the
+byte-level body cap of L{LimitedRequest} on a real channel.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from treq.testing import StubTreq
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from beacon.bindings.http import (
+    BeaconSite,
+    TransportLimits,
+    public_resources,
+)
+from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.intake import CardText, PublicPolicy, public_card, schema_validator
+from beacon.protocol import Dispatcher
+from beacon.testing import MemoryStore
+
+_sync = SynchronousTestCase()
+PUBLIC = "https://beacon.example"
+CAP = 65536
+
+
+def send_message(text: str = "hello", request_id: Any = 1) -> dict[str, Any]:
+    """A SendMessage request carrying one text part."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}
+        },
+    }
+
+
+class Beacon:
+    """A public resource tree over a MemoryStore, a Clock and a StubTreq."""
+
+    def __init__(self, *, rate: float = 0, burst: int = 1, max_body: int = CAP) -> None:
+        self.clock = Clock()
+        self.clock.advance(1_800_000_000)
+        self.store = MemoryStore()
+        policy = PublicPolicy(self.store, self.clock, schema_validator())
+        self.limits = TransportLimits(
+            max_body=max_body,
+            rate=RateLimiter(rate, burst, self.clock),
+            sources=SourceResolver(),
+        )
+        self.resources = public_resources(Dispatcher(policy), self.limits)
+        self.resources.card.publish(public_card(CardText(), PUBLIC), self.clock.seconds())
+        self.root = self.resources.mount(Resource())
+        self.treq = StubTreq(self.root)
+
+    def post(self, body: bytes, headers: dict[str, str] | None = None, path: str = "/a2a/v1") -> tuple[Any, bytes]:
+        """POST C{body}; return the response and its body."""
+        all_headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+        all_headers.update(headers or {})
+        response = _sync.successResultOf(
+            self.treq.post("http://beacon.example" + path, data=body, headers=all_headers)
+        )
+        return response, _sync.successResultOf(response.content())
+
+    def rpc(self, request: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """Send one JSON-RPC request; return the decoded JSON-RPC response."""
+        response, body = self.post(json.dumps(request).encode(), headers)
+        assert response.code == 200
+        assert response.headers.getRawHeaders("Content-Type") == ["application/json"]
+        decoded: dict[str, Any] = json.loads(body)
+        return decoded
+
+
+@pytest.fixture
+def beacon() -> Beacon:
+    """A Beacon with the rate limit off."""
+    return Beacon()
+
+
+def test_card_is_served_with_cache_validators(beacon: Beacon) -> None:
+    """GET of the card answers the prepared JSON with Cache-Control, ETag and Last-Modified."""
+    response = _sync.successResultOf(beacon.treq.get(PUBLIC + "/.well-known/agent-card.json"))
+    body = _sync.successResultOf(response.content())
+    assert response.code == 200
+    card = json.loads(body)
+    assert card["supportedInterfaces"][0]["url"] == PUBLIC + "/a2a/v1"
+    assert response.headers.getRawHeaders("Cache-Control") == ["public, max-age=300"]
+    assert response.headers.getRawHeaders("ETag")
+    assert response.headers.getRawHeaders("Last-Modified")
+    assert response.headers.getRawHeaders("Content-Type") == ["application/json"]
+
+
+def test_card_urls_ignore_the_host_header(beacon: Beacon) -> None:
+    """The card's URLs come from configuration, whatever Host the request names."""
+    response = _sync.successResultOf(
+        beacon.treq.get("http://evil.example/.well-known/agent-card.json", headers={"Host": "evil.example"})
+    )
+    body = _sync.successResultOf(response.content())
+    assert b"evil.example" not in body
+    assert PUBLIC.encode() in body
+
+
+def test_card_revalidation_answers_304(beacon: Beacon) -> None:
+    """A matching If-None-Match or If-Modified-Since gets 304 without a body."""
+    first = _sync.successResultOf(beacon.treq.get(PUBLIC + "/.well-known/agent-card.json"))
+    etag = first.headers.getRawHeaders("ETag")[0]
+    modified = first.headers.getRawHeaders("Last-Modified")[0]
+    for headers in ({"If-None-Match": etag}, {"If-Modified-Since": modified}):
+        again = _sync.successResultOf(
+            beacon.treq.get(PUBLIC + "/.well-known/agent-card.json", headers=headers)
+        )
+        assert again.code == 304
+        assert _sync.successResultOf(again.content()) == b""
+
+
+def test_card_head_has_no_body(beacon: Beacon) -> None:
+    """HEAD on the card answers 200 with the headers and no body."""
+    response = _sync.successResultOf(beacon.treq.head(PUBLIC + "/.well-known/agent-card.json"))
+    assert response.code == 200
+    assert _sync.successResultOf(response.content()) == b""
+
+
+@pytest.mark.parametrize(
+    "method, path, allow",
+    [
+        ("POST", "/.well-known/agent-card.json", "GET, HEAD"),
+        ("PUT", "/.well-known/agent-card.json", "GET, HEAD"),
+        ("DELETE", "/.well-known/agent-card.json", "GET, HEAD"),
+        ("GET", "/a2a/v1", "POST"),
+        ("PUT", "/a2a/v1", "POST"),
+    ],
+)
+def test_other_methods_are_405(beacon: Beacon, method: str, path: str, allow: str) -> None:
+    """Methods a resource does not answer get 405 with Allow and the JSON error shape."""
+    response = _sync.successResultOf(beacon.treq.request(method, PUBLIC + path))
+    body = json.loads(_sync.successResultOf(response.content()))
+    assert response.code == 405
+    assert response.headers.getRawHeaders("Allow") == [allow]
+    assert body["error"]["code"] == "method_not_allowed"
+
+
+def test_unknown_paths_are_404_json(beacon: Beacon) -> None:
+    """Paths Beacon does not serve under its containers answer 404 with the JSON shape."""
+    response = _sync.successResultOf(beacon.treq.get(PUBLIC + "/a2a/v2"))
+    assert response.code == 404
+    assert json.loads(_sync.successResultOf(response.content()))["error"]["code"] == "not_found"
+
+
+def test_send_message_over_http(beacon: Beacon) -> None:
+    """SendMessage over the binding answers a submitted Task and stores the submission."""
+    answer = beacon.rpc(send_message())
+    task = answer["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    stored = beacon.store.submissions[task["id"]]
+    assert stored.door == "jsonrpc"
+    assert stored.source == "127.0.0.1"
+
+
+def test_version_from_query_parameter(beacon: Beacon) -> None:
+    """A2A-Version may come as a query parameter when the header is absent."""
+    response, body = beacon.post(
+        json.dumps(send_message()).encode(), {"A2A-Version": ""}, path="/a2a/v1?A2A-Version=1.0"
+    )
+    assert "result" in json.loads(body)
+
+
+def test_version_header_wins_over_query(beacon: Beacon) -> None:
+    """When both are present the header decides, so a bad header is refused."""
+    response, body = beacon.post(
+        json.dumps(send_message()).encode(), {"A2A-Version": "0.3"}, path="/a2a/v1?A2A-Version=1.0"
+    )
+    assert json.loads(body)["error"]["code"] == -32009
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.0.1", " 1.0 "])
+def test_version_1_0_accepted(beacon: Beacon, version: str) -> None:
+    """Any 1.0 value, patch numbers ignored, is accepted."""
+    assert "result" in beacon.rpc(send_message(), {"A2A-Version": version})
+
+
+@pytest.mark.parametrize("version", ["0.3", "1.1", "2.0", "1", "x"])
+def test_other_versions_refused(beacon: Beacon, version: str) -> None:
+    """Any other version is VersionNotSupportedError, with HTTP 200."""
+    error = beacon.rpc(send_message(), {"A2A-Version": version})["error"]
+    assert error["code"] == -32009
+    assert error["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+def test_missing_version_refused(beacon: Beacon) -> None:
+    """No version at all means 0.3, which this interface does not speak."""
+    response = _sync.successResultOf(
+        beacon.treq.post(PUBLIC + "/a2a/v1", data=json.dumps(send_message()).encode())
+    )
+    body = json.loads(_sync.successResultOf(response.content()))
+    assert body["error"]["code"] == -32009
+
+
+def test_unparsable_json_is_32700(beacon: Beacon) -> None:
+    """A body that is not JSON is -32700 with a null id, over HTTP 200."""
+    response, body = beacon.post(b"{not json")
+    assert response.code == 200
+    answer = json.loads(body)
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32700
+
+
+def test_notification_gets_204(beacon: Beacon) -> None:
+    """A request without an id is run and answered with 204 and no body."""
+    request = send_message()
+    del request["id"]
+    response, body = beacon.post(json.dumps(request).encode())
+    assert response.code == 204
+    assert body == b""
+    assert len(beacon.store.submissions) == 1
+
+
+def test_extensions_are_echoed_only_when_supported(beacon: Beacon) -> None:
+    """A2A-Extensions that Beacon does not support are ignored and not echoed."""
+    response, body = beacon.post(
+        json.dumps(send_message()).encode(), {"A2A-Extensions": "https://unknown.example/ext"}
+    )
+    assert response.headers.getRawHeaders("A2A-Extensions") is None
+    assert "result" in json.loads(body)
+
+
+def test_body_at_the_cap_is_accepted(beacon: Beacon) -> None:
+    """A body of exactly max_body bytes reaches JSON-RPC (the cap is inclusive)."""
+    body = json.dumps(send_message()).encode()
+    body = body + b" " * (CAP - len(body))
+    assert len(body) == CAP
+    response, answer = beacon.post(body)
+    assert response.code == 200
+    assert "result" in json.loads(answer)
+
+
+def test_body_over_the_cap_is_413(beacon: Beacon, logged_events: Any) -> None:
+    """One byte over max_body is HTTP 413 too_large, nothing parsed or stored."""
+    body = json.dumps(send_message()).encode()
+    body = body + b" " * (CAP + 1 - len(body))
+    response, answer = beacon.post(body)
+    assert response.code == 413
+    assert json.loads(answer)["error"]["code"] == "too_large"
+    assert beacon.store.submissions == {}
+    assert logged_events.named("http.too_large")
+
+
+def test_rate_limit_refuses_with_retry_after(logged_events: Any) -> None:
+    """Past the burst a source gets 429 rate_limited with Retry-After, logged once."""
+    beacon = Beacon(rate=1, burst=3)
+    body = json.dumps(send_message()).encode()
+    codes = [beacon.post(body)[0].code for _ in range(3)]
+    assert codes == [200, 200, 200]
+    response, answer = beacon.post(body)
+    assert response.code == 429
+    assert response.headers.getRawHeaders("Retry-After") == ["1"]
+    assert json.loads(answer)["error"]["code"] == "rate_limited"
+    beacon.post(body)
+    assert len(logged_events.named("http.rate_limited")) == 1
+    assert len(beacon.store.submissions) == 3
+
+
+def test_rate_limit_refills_on_the_clock() -> None:
+    """After waiting the advertised Retry-After the source is served again."""
+    beacon = Beacon(rate=0.5, burst=1)
+    body = json.dumps(send_message()).encode()
+    assert beacon.post(body)[0].code == 200
+    refused = beacon.post(body)[0]
+    assert refused.code == 429
+    assert refused.headers.getRawHeaders("Retry-After") == ["2"]
+    beacon.clock.advance(2)
+    assert beacon.post(body)[0].code == 200
+
+
+def test_rate_limit_applies_before_parsing() -> None:
+    """A rate-limited source is refused even when its body is not JSON."""
+    beacon = Beacon(rate=1, burst=1)
+    assert beacon.post(b"garbage")[0].code == 200
+    assert beacon.post(b"garbage")[0].code == 429
+
+
+def test_embedding_in_an_existing_site() -> None:
+    """Beacon's resources mount beside an application's own, which keep working."""
+    existing = Resource()
+    hello = Resource()
+    hello.isLeaf = True
+    hello.render_GET = lambda request: b"hello"  # type: ignore[attr-defined]
+    existing.putChild(b"hello", hello)
+    well_known = Resource()
+    existing.putChild(b".well-known", well_known)
+    other = Resource()
+    other.isLeaf = True
+    other.render_GET = lambda request: b"other"  # type: ignore[attr-defined]
+    well_known.putChild(b"other.txt", other)
+
+    beacon = Beacon()
+    beacon.resources.mount(existing)
+    client = StubTreq(existing)
+    site_check = Site(existing)
+    assert site_check.resource is existing
+    for path, expected in [("/hello", b"hello"), ("/.well-known/other.txt", b"other")]:
+        response = _sync.successResultOf(client.get(PUBLIC + path))
+        assert _sync.successResultOf(response.content()) == expected
+    card = _sync.successResultOf(client.get(PUBLIC + "/.well-known/agent-card.json"))
+    assert json.loads(_sync.successResultOf(card.content()))["name"] == "Beacon"
+    response = _sync.successResultOf(
+        client.post(
+            PUBLIC + "/a2a/v1",
+            data=json.dumps(send_message()).encode(),
+            headers={"A2A-Version": "1.0"},
+        )
+    )
+    answer = json.loads(_sync.successResultOf(response.content()))
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+# Byte-level: the body cap holds while the body arrives.
+
+
+def connect(beacon: Beacon, max_body: int = CAP) -> tuple[Any, StringTransport]:
+    """A channel of a BeaconSite over the beacon's tree, on a StringTransport."""
+    site = BeaconSite(beacon.root, max_body=max_body)
+    channel = site.buildProtocol(IPv4Address("TCP", "192.0.2.7", 4321))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "192.0.2.7", 4321))
+    channel.makeConnection(transport)
+    return channel, transport
+
+
+def status_of(raw: bytes) -> int:
+    """The status code of the first response in C{raw}."""
+    return int(raw.split(b"\r\n", 1)[0].split(b" ")[1])
+
+
+def test_declared_length_over_cap_refused_before_the_body(beacon: Beacon, logged_events: Any) -> None:
+    """A Content-Length over the cap is answered 413 at once, the connection closed, no body read."""
+    channel, transport = connect(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Expect: 100-continue\r\nContent-Length: 10000000\r\n\r\n"
+    )
+    raw = transport.value()
+    assert status_of(raw) == 413
+    assert b"100 Continue" not in raw
+    assert b'"too_large"' in raw
+    assert transport.disconnecting
+    assert logged_events.named("http.too_large")
+
+
+def test_declared_length_at_cap_is_read(beacon: Beacon) -> None:
+    """A Content-Length of exactly the cap is read and answered by JSON-RPC."""
+    body = json.dumps(send_message()).encode()
+    body += b" " * (CAP - len(body))
+    channel, transport = connect(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    raw = transport.value()
+    assert status_of(raw) == 200
+    assert b"TASK_STATE_SUBMITTED" in raw
+    channel.connectionLost(None)
+
+
+def test_chunked_body_over_cap_is_refused_while_it_arrives(beacon: Beacon) -> None:
+    """A chunked body is cut off with 413 as soon as it passes the cap, never buffered beyond it."""
+    channel, transport = connect(beacon, max_body=2048)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    chunk = b"a" * 1000
+    for _ in range(2):
+        channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n")
+    assert transport.value() == b""
+    request = channel._channel.requests[-1]
+    channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n" + b"0\r\n\r\n")
+    raw = transport.value()
+    assert status_of(raw) == 413
+    assert request.content.getvalue() == b""
+    assert transport.disconnecting
+    assert beacon.store.submissions == {}
+
+
+def test_chunked_body_within_cap_is_served(beacon: Beacon) -> None:
+    """A chunked body under the cap is reassembled and served."""
+    body = json.dumps(send_message()).encode()
+    channel, transport = connect(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    )
+    assert status_of(transport.value()) == 200
+    assert len(beacon.store.submissions) == 1
+    channel.connectionLost(None)
+
+
+def test_site_shows_no_tracebacks() -> None:
+    """Beacon's Site never renders a traceback to a peer."""
+    assert BeaconSite(Resource()).displayTracebacks is False

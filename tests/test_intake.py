@@ -1,0 +1,661 @@
+"""
+The intake (beacon.intake): seed 002's public policy through the real
+Dispatcher over a L{MemoryStore} and a L{Clock}, the SendMessage mapping, the
+structured-message schema and the public agent card.
+
+Everything here is synchronous: every Deferred from MemoryStore has already
+fired.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.logger import formatEvent
+from twisted.python.failure import Failure
+from zope.interface.verify import verifyObject
+
+from beacon.intake import (
+    AUTONOMOUS_AGENT_PATH,
+    CardText,
+    PublicPolicy,
+    load_schema,
+    public_card,
+    schema_validator,
+)
+from beacon.protocol import A2A_DOMAIN, CallContext, Dispatcher, IA2AHandler
+from beacon.testing import MemoryStore
+
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+#: Submitted text that must never come back in any answer or log line.
+SECRET = "zq-SECRET-4f9e1b"
+
+#: The Clock's time for every test: 2025-11-30T04:29:55.125Z.
+NOW = 1_764_476_995.125
+NOW_TEXT = "2025-11-30T04:29:55.125Z"
+
+IDENTITY_STATEMENT = (
+    "Cryptographic identity does not establish autonomy, consciousness or personhood."
+)
+
+#: A structured message valid against message.schema.json.
+STRUCTURED = {
+    "from": {"name": "Ada " + SECRET, "agent": "ada-assistant/2.1"},
+    "subject": "Subject " + SECRET,
+    "body": "Body " + SECRET,
+    "language": "en",
+    "contact": [{"kind": "email", "value": SECRET + "@example.org"}],
+}
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"text": value}
+
+
+def data(value: Any) -> dict[str, Any]:
+    return {"data": value, "mediaType": "application/json"}
+
+
+def message(*parts: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """
+    A ROLE_USER message with C{parts}; C{fields} add or replace members.
+    """
+    return {"messageId": "m-" + SECRET, "role": "ROLE_USER", "parts": list(parts), **fields}
+
+
+def canonical_sha256(document: dict[str, Any]) -> str:
+    """
+    The receipt hash recomputed from the documented canonical form.
+    """
+    canonical = json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def fired(d: Deferred[Any]) -> Any:
+    """
+    The result of a Deferred that must already have fired successfully.
+    """
+    results: list[Any] = []
+    d.addBoth(results.append)
+    assert results, "the Deferred has not fired"
+    if isinstance(results[0], Failure):
+        results[0].raiseException()
+    return results[0]
+
+
+class Beacon:
+    """
+    The public policy behind a real Dispatcher, over a MemoryStore and a
+    Clock set to L{NOW}.
+    """
+
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.clock = Clock()
+        self.clock.advance(NOW)
+        self.policy = PublicPolicy(self.store, self.clock, schema_validator())
+        self.dispatcher = Dispatcher(self.policy)
+        self.context = CallContext(binding="jsonrpc", source="198.51.100.4", version="1.0")
+
+    def dispatch(self, request: dict[str, Any]) -> Any:
+        body = json.dumps(request).encode("utf-8")
+        response = fired(self.dispatcher.dispatch(body, self.context))
+        if response is not None:
+            json.dumps(response, allow_nan=False)
+        return response
+
+    def call(self, method: str, params: Any = None, request_id: Any = 1) -> Any:
+        request = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            request["params"] = params
+        return self.dispatch(request)
+
+    def send(self, msg: dict[str, Any], **params: Any) -> Any:
+        return self.call("SendMessage", {"message": msg, **params})
+
+    def submit(self) -> dict[str, Any]:
+        """Store one text submission; return its receipt task."""
+        task: dict[str, Any] = self.send(message(text("hello " + SECRET)))["result"]["task"]
+        return task
+
+
+@pytest.fixture
+def beacon() -> Beacon:
+    return Beacon()
+
+
+def assert_error(response: Any, code: int, reason: str, request_id: Any = 1) -> dict[str, Any]:
+    """
+    Check that C{response} is JSON-RPC error C{code} with an A2A ErrorInfo
+    C{reason} first in its data, echoing no submitted content.
+    """
+    assert set(response) == {"jsonrpc", "id", "error"}
+    assert response["id"] == request_id
+    error = response["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["data"], list)
+    info = dict(error["data"][0])
+    info.pop("metadata", None)
+    assert info == {"@type": ERROR_INFO, "reason": reason, "domain": A2A_DOMAIN}
+    assert SECRET not in json.dumps(response)
+    return error
+
+
+def field_violations(error: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        violation
+        for detail in error["data"]
+        if detail["@type"] == BAD_REQUEST
+        for violation in detail["fieldViolations"]
+    ]
+
+
+def test_public_policy_provides_the_handler_interface(beacon: Beacon) -> None:
+    """PublicPolicy implements every IA2AHandler method."""
+    verifyObject(IA2AHandler, beacon.policy)
+
+
+# SendMessage accepted: the receipt task and the stored content.
+
+ACCEPTED: dict[str, tuple[list[dict[str, Any]], str, dict[str, Any]]] = {
+    "one text part": ([text("hello " + SECRET)], "text", {"text": "hello " + SECRET}),
+    "several text parts joined": (
+        [text("one " + SECRET), text("two"), text("three")],
+        "text",
+        {"text": f"one {SECRET}\ntwo\nthree"},
+    ),
+    "non-ASCII text": (
+        [text("h\u00e9llo \u2713 \u65e5\u672c " + SECRET)],
+        "text",
+        {"text": "h\u00e9llo \u2713 \u65e5\u672c " + SECRET},
+    ),
+    "one valid data part": ([data(STRUCTURED)], "structured", {"message": STRUCTURED}),
+    "one valid data part beside text": (
+        [text("cover note " + SECRET), data(STRUCTURED)],
+        "structured",
+        {"message": STRUCTURED},
+    ),
+    "invalid data part beside text": (
+        [data({"subject": SECRET}), text("fallback " + SECRET)],
+        "text",
+        {"text": "fallback " + SECRET},
+    ),
+    "two valid data parts beside text": (
+        [data(STRUCTURED), data(STRUCTURED), text("plain " + SECRET)],
+        "text",
+        {"text": "plain " + SECRET},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "parts, kind, document", ACCEPTED.values(), ids=list(ACCEPTED)
+)
+def test_send_message_answers_a_receipt_task(
+    beacon: Beacon, parts: list[dict[str, Any]], kind: str, document: dict[str, Any]
+) -> None:
+    """SendMessage stores the mapped content and answers a SUBMITTED task whose id is the receipt id and whose receipt hashes the canonical content, echoing nothing submitted."""
+    response = beacon.send(message(*parts))
+    assert SECRET not in json.dumps(response)
+    assert set(response) == {"jsonrpc", "id", "result"}
+    task = response["result"]["task"]
+    assert set(response["result"]) == {"task"}
+    sha256 = canonical_sha256(document)
+    assert task == {
+        "id": task["id"],
+        "contextId": task["contextId"],
+        "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": NOW_TEXT},
+        "metadata": {
+            "receipt": {"id": task["id"], "receivedAt": NOW_TEXT, "sha256": sha256}
+        },
+    }
+    assert re.fullmatch(r"[0-9a-f]{64}", sha256)
+    stored = beacon.store.submissions[task["id"]]
+    assert list(beacon.store.submissions) == [task["id"]]
+    assert stored.kind == kind
+    assert json.loads(stored.content) == document
+    assert hashlib.sha256(stored.content).hexdigest() == stored.sha256 == sha256
+    assert stored.context_id == task["contextId"]
+    assert stored.received_at_ms == 1_764_476_995_125
+    assert stored.message_id == "m-" + SECRET
+    assert (stored.door, stored.source) == ("jsonrpc", "198.51.100.4")
+
+
+def test_receipt_ids_are_long_alphanumeric_and_unique(beacon: Beacon) -> None:
+    """Receipt and context ids are letters and digits only, at least 32 characters (128 bits in base32), and never repeat."""
+    tasks = [beacon.submit() for _ in range(200)]
+    ids = [t["id"] for t in tasks] + [t["contextId"] for t in tasks]
+    for value in ids:
+        assert re.fullmatch(r"[A-Za-z0-9]{32,}", value), value
+    assert len(set(ids)) == len(ids)
+
+
+def test_stored_log_names_the_receipt_never_content(
+    beacon: Beacon, logged_events: Any
+) -> None:
+    """Each stored submission logs intake.stored with its receipt id and never its content."""
+    task = beacon.submit()
+    (event,) = logged_events.named("intake.stored")
+    line = formatEvent(event)
+    assert task["id"] in line
+    assert SECRET not in line
+
+
+def test_send_message_notification_stores(beacon: Beacon) -> None:
+    """A SendMessage notification is not answered, but its submission is stored."""
+    request = {
+        "jsonrpc": "2.0",
+        "method": "SendMessage",
+        "params": {"message": message(text("quiet " + SECRET))},
+    }
+    assert beacon.dispatch(request) is None
+    (stored,) = beacon.store.submissions.values()
+    assert json.loads(stored.content) == {"text": "quiet " + SECRET}
+
+
+# SendMessage refused.
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [{"raw": "aGVsbG8=", "mediaType": "text/plain", "filename": SECRET}],
+        [{"url": "https://" + SECRET + ".example/x.pdf"}],
+        [text("see attachment " + SECRET), {"url": "https://example.org/" + SECRET}],
+        [data(STRUCTURED), {"raw": "aGVsbG8="}],
+    ],
+    ids=["raw", "url", "url beside text", "raw beside valid data"],
+)
+def test_file_parts_are_32005(beacon: Beacon, parts: list[dict[str, Any]]) -> None:
+    """A message with any file part, raw bytes or URL, is -32005 and nothing is stored."""
+    response = beacon.send(message(*parts))
+    assert_error(response, -32005, "CONTENT_TYPE_NOT_SUPPORTED")
+    assert beacon.store.submissions == {}
+
+
+@pytest.mark.parametrize("member", ["taskId", "contextId"])
+def test_continuing_a_task_is_32004_whether_or_not_it_exists(
+    beacon: Beacon, member: str
+) -> None:
+    """A message naming a taskId or contextId is -32004, answered identically for an existing and an unknown task, and nothing is stored."""
+    task = beacon.submit()
+    existing = task["id"] if member == "taskId" else task["contextId"]
+    answers = [
+        beacon.send(message(text("more " + SECRET), **{member: ident}))
+        for ident in (existing, "a" * 32)
+    ]
+    assert_error(answers[0], -32004, "UNSUPPORTED_OPERATION")
+    assert answers[0] == answers[1]
+    assert list(beacon.store.submissions) == [task["id"]]
+
+
+INVALID_DATA: dict[str, tuple[Any, str, str]] = {
+    "missing subject and body": (
+        {"from": {"name": SECRET}},
+        "message.parts[0].data",
+        "#/required",
+    ),
+    "missing from.name": (
+        {**STRUCTURED, "from": {"agent": SECRET}},
+        "message.parts[0].data.from",
+        "#/properties/from/required",
+    ),
+    "subject over 300 characters": (
+        {**STRUCTURED, "subject": (SECRET * 30)[:301]},
+        "message.parts[0].data.subject",
+        "#/properties/subject/maxLength",
+    ),
+    "extra property": (
+        {**STRUCTURED, SECRET: SECRET},
+        "message.parts[0].data",
+        "#/additionalProperties",
+    ),
+    "contact with unknown kind": (
+        {**STRUCTURED, "contact": [{"kind": SECRET, "value": SECRET}]},
+        "message.parts[0].data.contact[0].kind",
+        "#/properties/contact/items/properties/kind/enum",
+    ),
+    "data not an object": ([SECRET], "message.parts[0].data", "#/type"),
+}
+
+
+@pytest.mark.parametrize(
+    "document, field, location", INVALID_DATA.values(), ids=list(INVALID_DATA)
+)
+def test_invalid_data_without_text_is_32602_naming_schema_location(
+    beacon: Beacon, document: Any, field: str, location: str
+) -> None:
+    """A message whose only content is a data part failing the schema is -32602 whose violations name the instance and schema locations, never submitted values; nothing is stored."""
+    response = beacon.send(message(data(document)))
+    error = assert_error(response, -32602, "INVALID_PARAMS")
+    violations = field_violations(error)
+    assert any(
+        v["field"] == field and location in v["description"] for v in violations
+    ), violations
+    assert beacon.store.submissions == {}
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [data(STRUCTURED), data(STRUCTURED)],
+        [text("")],
+    ],
+    ids=["two valid data parts", "empty text only"],
+)
+def test_no_usable_content_is_32602(beacon: Beacon, parts: list[dict[str, Any]]) -> None:
+    """A message with neither non-empty text nor exactly one valid data part is -32602 naming message.parts."""
+    error = assert_error(beacon.send(message(*parts)), -32602, "INVALID_PARAMS")
+    assert [v["field"] for v in field_violations(error)] == ["message.parts"]
+    assert beacon.store.submissions == {}
+
+
+@pytest.mark.parametrize("role", ["ROLE_AGENT", 2])
+def test_agent_role_is_32602(beacon: Beacon, role: Any) -> None:
+    """A message from ROLE_AGENT is -32602 naming message.role; nothing is stored."""
+    error = assert_error(
+        beacon.send(message(text("hi " + SECRET), role=role)), -32602, "INVALID_PARAMS"
+    )
+    assert "message.role" in [v["field"] for v in field_violations(error)]
+    assert beacon.store.submissions == {}
+
+
+def test_push_config_on_send_is_32003(beacon: Beacon) -> None:
+    """SendMessage with configuration.taskPushNotificationConfig is -32003 and nothing is stored."""
+    response = beacon.send(
+        message(text("hi " + SECRET)),
+        configuration={
+            "taskPushNotificationConfig": {
+                "url": "https://hooks.example/" + SECRET,
+                "token": SECRET,
+            }
+        },
+    )
+    assert_error(response, -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED")
+    assert beacon.store.submissions == {}
+
+
+def test_store_failure_is_32603_without_receipt(
+    beacon: Beacon, logged_events: Any
+) -> None:
+    """When the store fails, SendMessage is -32603 with no receipt, nothing is stored, and intake.store_failed is logged as an error (not a failure) without content."""
+    beacon.store.fail_appends = True
+    response = beacon.send(message(text("lost " + SECRET)))
+    error = assert_error(response, -32603, "INTERNAL_ERROR")
+    assert "result" not in response
+    assert "receipt" not in json.dumps(error)
+    assert beacon.store.submissions == {}
+    (event,) = logged_events.named("intake.store_failed")
+    assert event["log_level"].name == "error"
+    assert SECRET not in formatEvent(event)
+    assert logged_events.named("intake.stored") == []
+    assert logged_events.failures() == []
+
+
+# The rest of seed 002's method table.
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 10])
+def test_get_task_is_status_only(beacon: Beacon, history_length: int | None) -> None:
+    """GetTask answers id, contextId and status (state and timestamp) only, never history, artifacts or metadata."""
+    task = beacon.submit()
+    params: dict[str, Any] = {"id": task["id"]}
+    if history_length is not None:
+        params["historyLength"] = history_length
+    assert beacon.call("GetTask", params)["result"] == {
+        "id": task["id"],
+        "contextId": task["contextId"],
+        "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": NOW_TEXT},
+    }
+
+
+def test_get_task_shows_a_decision(beacon: Beacon) -> None:
+    """After a review decision GetTask shows the decided state and its time."""
+    task = beacon.submit()
+    beacon.store.append_decision(task["id"], "TASK_STATE_COMPLETED", 1_764_477_000_000, SECRET)
+    response = beacon.call("GetTask", {"id": task["id"]})
+    assert response["result"]["status"] == {
+        "state": "TASK_STATE_COMPLETED",
+        "timestamp": "2025-11-30T04:30:00.000Z",
+    }
+    assert SECRET not in json.dumps(response)
+
+
+@pytest.mark.parametrize("method", ["GetTask", "CancelTask"])
+def test_unknown_task_is_32001(beacon: Beacon, method: str) -> None:
+    """GetTask and CancelTask on an unknown id are -32001."""
+    beacon.submit()
+    assert_error(beacon.call(method, {"id": "b" * 32}), -32001, "TASK_NOT_FOUND")
+
+
+def test_cancel_known_task_is_32002(beacon: Beacon) -> None:
+    """CancelTask on a stored task is -32002: the store is append-only, and the task stays SUBMITTED."""
+    task = beacon.submit()
+    assert_error(beacon.call("CancelTask", {"id": task["id"]}), -32002, "TASK_NOT_CANCELABLE")
+    status = beacon.call("GetTask", {"id": task["id"]})["result"]["status"]
+    assert status["state"] == "TASK_STATE_SUBMITTED"
+
+
+@pytest.mark.parametrize(
+    "params, page_size",
+    [(None, 50), ({}, 50), ({"pageSize": 1}, 1), ({"pageSize": 100}, 100), ("context", 50)],
+    ids=["no params", "empty", "pageSize 1", "pageSize 100", "own contextId"],
+)
+def test_list_tasks_is_always_empty(beacon: Beacon, params: Any, page_size: int) -> None:
+    """ListTasks is always an empty last page, even with stored tasks and a filter on one's own context."""
+    task = beacon.submit()
+    if params == "context":
+        params = {"contextId": task["contextId"]}
+    assert beacon.call("ListTasks", params)["result"] == {
+        "tasks": [],
+        "nextPageToken": "",
+        "pageSize": page_size,
+        "totalSize": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    "method, params, code, reason",
+    [
+        ("SendStreamingMessage", "message", -32004, "UNSUPPORTED_OPERATION"),
+        ("SubscribeToTask", {"id": "task"}, -32004, "UNSUPPORTED_OPERATION"),
+        (
+            "CreateTaskPushNotificationConfig",
+            {"taskId": "task", "url": "https://hooks.example/a2a"},
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            "GetTaskPushNotificationConfig",
+            {"taskId": "task", "id": "c-1"},
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            "ListTaskPushNotificationConfigs",
+            {"taskId": "task"},
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            "DeleteTaskPushNotificationConfig",
+            {"taskId": "task", "id": "c-1"},
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        ("GetExtendedAgentCard", None, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
+        ("GetExtendedAgentCard", {}, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
+    ],
+    ids=[
+        "SendStreamingMessage",
+        "SubscribeToTask",
+        "CreatePushConfig",
+        "GetPushConfig",
+        "ListPushConfigs",
+        "DeletePushConfig",
+        "GetExtendedAgentCard no params",
+        "GetExtendedAgentCard empty params",
+    ],
+)
+def test_methods_not_offered(
+    beacon: Beacon, method: str, params: Any, code: int, reason: str
+) -> None:
+    """Streaming (-32004), push-notification configs (-32003) and the extended card (-32007) are refused for valid params, and nothing is stored."""
+    task = beacon.submit()
+    if params == "message":
+        params = {"message": message(text("stream " + SECRET))}
+    elif params is not None:
+        params = {k: task["id"] if v == "task" else v for k, v in params.items()}
+    assert_error(beacon.call(method, params), code, reason)
+    assert list(beacon.store.submissions) == [task["id"]]
+
+
+# The structured-message schema.
+
+
+def valid_document() -> dict[str, Any]:
+    return copy.deepcopy(STRUCTURED)
+
+
+def test_schema_examples_validate() -> None:
+    """The examples shipped inside message.schema.json are themselves valid."""
+    schema = load_schema()
+    assert schema["examples"]
+    validator = schema_validator()
+    for example in schema["examples"]:
+        assert list(validator.iter_errors(example)) == []
+
+
+def _set(path: str, value: Any) -> dict[str, Any]:
+    """A valid document with the member at dotted C{path} set (or deleted when value is DELETE)."""
+    document = valid_document()
+    *parents, last = path.split(".")
+    target: Any = document
+    for step in parents:
+        target = target[int(step)] if step.isdigit() else target[step]
+    if value is DELETE:
+        del target[last]
+    else:
+        target[last] = value
+    return document
+
+
+DELETE = object()
+CONTACT = {"kind": "url", "value": "https://example.org/"}
+
+SCHEMA_CASES: dict[str, tuple[dict[str, Any], bool]] = {
+    "complete": (valid_document(), True),
+    "minimal": ({"from": {"name": "n"}, "subject": "s", "body": "b"}, True),
+    "subject exactly 300": (_set("subject", "s" * 300), True),
+    "subject 301": (_set("subject", "s" * 301), False),
+    "subject empty": (_set("subject", ""), False),
+    "body missing": (_set("body", DELETE), False),
+    "from missing": (_set("from", DELETE), False),
+    "from.name missing": (_set("from.name", DELETE), False),
+    "from.name empty": (_set("from.name", ""), False),
+    "from with extra property": (_set("from.email", "a@example.org"), False),
+    "extra property": (_set("priority", "high"), False),
+    "language malformed": (_set("language", "en_GB"), False),
+    "8 contacts": (_set("contact", [CONTACT] * 8), True),
+    "9 contacts": (_set("contact", [CONTACT] * 9), False),
+    "contact with each kind": (
+        _set("contact", [{"kind": k, "value": "v"} for k in ("email", "url", "a2a", "other")]),
+        True,
+    ),
+    "contact with unknown kind": (_set("contact", [{"kind": "phone", "value": "1"}]), False),
+    "contact without value": (_set("contact", [{"kind": "email"}]), False),
+    "contact with extra property": (_set("contact", [{**CONTACT, "verified": True}]), False),
+}
+
+
+@pytest.mark.parametrize(
+    "document, valid", SCHEMA_CASES.values(), ids=list(SCHEMA_CASES)
+)
+def test_schema_boundaries(document: dict[str, Any], valid: bool) -> None:
+    """message.schema.json accepts documents up to its limits and refuses those beyond them, missing fields and unknown members."""
+    assert schema_validator().is_valid(document) is valid
+
+
+# The public agent card.
+
+PUBLIC = "https://beacon.example.org"
+
+
+def test_card_has_the_required_agent_card_fields() -> None:
+    """The card has every AgentCard field A2A 1.0 requires, with JSON-safe values."""
+    card = public_card(CardText(), PUBLIC)
+    json.dumps(card, allow_nan=False)
+    for field in (
+        "name",
+        "description",
+        "supportedInterfaces",
+        "version",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+    ):
+        assert card[field], field
+    assert card["skills"]
+    for skill in card["skills"]:
+        assert all(skill[f] for f in ("id", "name", "description", "tags"))
+
+
+def test_card_declares_exactly_the_jsonrpc_interface() -> None:
+    """supportedInterfaces is exactly the JSON-RPC 1.0 endpoint under the configured public URL."""
+    card = public_card(CardText(), PUBLIC)
+    assert card["supportedInterfaces"] == [
+        {"url": PUBLIC + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+
+
+def test_card_capabilities_are_false_and_link_discovery() -> None:
+    """streaming and pushNotifications are present and false, and an extension's params link the autonomous-agent document."""
+    capabilities = public_card(CardText(), PUBLIC)["capabilities"]
+    assert capabilities["streaming"] is False
+    assert capabilities["pushNotifications"] is False
+    discovery = PUBLIC + "/.well-known/autonomous-agent"
+    assert AUTONOMOUS_AGENT_PATH == "/.well-known/autonomous-agent"
+    assert any(
+        discovery in extension.get("params", {}).values()
+        for extension in capabilities["extensions"]
+    )
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        CardText().description,
+        "My inbox.",
+        "",
+        "My inbox. " + IDENTITY_STATEMENT,
+    ],
+    ids=["default", "operator's own", "empty", "already stated"],
+)
+def test_card_states_identity_literally(description: str) -> None:
+    """The card's description contains the identity statement exactly once, whatever the operator wrote."""
+    card = public_card(CardText(name="Mine", description=description), PUBLIC)
+    assert card["description"].count(IDENTITY_STATEMENT) == 1
+    assert card["description"].startswith(description.strip())
+    assert card["name"] == "Mine"
+
+
+def test_card_provider_only_when_configured() -> None:
+    """provider appears only when the operator configured one."""
+    assert "provider" not in public_card(CardText(), PUBLIC)
+    card = public_card(
+        CardText(provider_organization="Example Lab", provider_url="https://lab.example"),
+        PUBLIC,
+    )
+    assert card["provider"] == {"organization": "Example Lab", "url": "https://lab.example"}

@@ -1,0 +1,91 @@
+"""
+Interop: a real peer from PyPI, the official C{a2a-sdk} client (run as its own
+process by C{tests/peers/a2a_sdk_client.py}), against Beacon started as a
+user starts it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from peers.process import Beacon, BeaconLauncher
+
+CLIENT = Path(__file__).parent / "peers" / "a2a_sdk_client.py"
+
+#: The whole peer run (card, SendMessage, GetTask) is bounded by this.
+PEER_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def beacon(tmp_path: Path) -> Iterator[Beacon]:
+    """A Beacon on a free loopback port; stopped afterwards."""
+    launcher = BeaconLauncher(tmp_path)
+    try:
+        yield launcher.start()
+    finally:
+        launcher.close()
+
+
+def run_sdk_client(base_url: str, text: str) -> dict[str, dict[str, Any]]:
+    """
+    Run the a2a-sdk peer against C{base_url}; return its output records by
+    step (C{card}, C{send}, C{get}).
+    """
+    try:
+        result = subprocess.run(
+            [sys.executable, str(CLIENT), base_url, text],
+            capture_output=True,
+            text=True,
+            timeout=PEER_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as e:  # run() has killed it already
+        pytest.fail(f"the a2a-sdk client did not finish within {PEER_TIMEOUT} s: {e}")
+    assert result.returncode == 0, (
+        f"the a2a-sdk client failed ({result.returncode}):\n"
+        f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    return {record["step"]: record for record in records}
+
+
+def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
+    """The official a2a-sdk client resolves Beacon's card, selects its JSONRPC interface, gets a TASK_STATE_SUBMITTED Task from SendMessage and the same Task again from GetTask."""
+    text = f"Hello from the a2a-sdk interop test {uuid.uuid4().hex}."
+    steps = run_sdk_client(beacon.public_url, text)
+
+    card = steps["card"]
+    jsonrpc_url = f"http://127.0.0.1:{beacon.port}/a2a/v1"
+    assert card["name"] == "Beacon"
+    assert card["streaming"] is False
+    assert card["interfaces"] == [
+        {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+
+    sent = steps["send"]
+    assert sent["url"] == jsonrpc_url  # the JSONRPC interface was the one used
+    assert sent["a2aVersion"] == "1.0"
+    assert sent["state"] == "TASK_STATE_SUBMITTED"
+    assert sent["id"]
+    assert sent["timestamp"]
+
+    got = steps["get"]
+    assert got["url"] == jsonrpc_url
+    assert (got["id"], got["contextId"], got["state"], got["timestamp"]) == (
+        sent["id"],
+        sent["contextId"],
+        sent["state"],
+        sent["timestamp"],
+    )
+
+    stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+)", 10.0)
+    assert stored.group(1) == sent["id"]
+    assert text not in beacon.log

@@ -1,0 +1,703 @@
+"""
+The transport-neutral A2A core (beacon.protocol): strict JSON, JSON-RPC 2.0
+envelopes, the method table, A2A-Version, params validation and the error
+objects, run through L{Dispatcher} against a recording policy.
+
+Everything here is synchronous: the recording policy answers at once, so every
+Deferred has fired by the time C{dispatch} returns.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import pytest
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
+
+from beacon.protocol import (
+    A2A_DOMAIN,
+    METHODS,
+    A2AError,
+    CallContext,
+    ContentTypeNotSupportedError,
+    Dispatcher,
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    IA2AHandler,
+    InternalError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+    error_object,
+    format_timestamp,
+    parse_extensions,
+    parse_timestamp,
+    version_supported,
+)
+
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+#: Submitted text that must never come back in any answer.
+SECRET = "zq-SECRET-4f9e1b"
+
+#: The ErrorInfo reason of each JSON-RPC code (spec section 3).
+REASONS = {
+    -32700: "PARSE_ERROR",
+    -32600: "INVALID_REQUEST",
+    -32601: "METHOD_NOT_FOUND",
+    -32602: "INVALID_PARAMS",
+    -32603: "INTERNAL_ERROR",
+    -32001: "TASK_NOT_FOUND",
+    -32002: "TASK_NOT_CANCELABLE",
+    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    -32004: "UNSUPPORTED_OPERATION",
+    -32005: "CONTENT_TYPE_NOT_SUPPORTED",
+    -32006: "INVALID_AGENT_RESPONSE",
+    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    -32009: "VERSION_NOT_SUPPORTED",
+}
+
+MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+
+#: Well-formed params for each of the eleven A2A 1.0 methods.
+VALID_PARAMS: dict[str, dict[str, Any]] = {
+    "SendMessage": {"message": MESSAGE},
+    "SendStreamingMessage": {"message": MESSAGE},
+    "GetTask": {"id": "t-1"},
+    "ListTasks": {},
+    "CancelTask": {"id": "t-1"},
+    "SubscribeToTask": {"id": "t-1"},
+    "CreateTaskPushNotificationConfig": {
+        "taskId": "t-1",
+        "url": "https://hooks.example/a2a",
+    },
+    "GetTaskPushNotificationConfig": {"taskId": "t-1", "id": "c-1"},
+    "ListTaskPushNotificationConfigs": {"taskId": "t-1"},
+    "DeleteTaskPushNotificationConfig": {"taskId": "t-1", "id": "c-1"},
+    "GetExtendedAgentCard": {},
+}
+
+V03_METHODS = [
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+    "agent/getAuthenticatedExtendedCard",
+]
+
+
+@implementer(IA2AHandler)
+class RecordingHandler:
+    """
+    A policy that records each call and answers C{{"handled": name}}, or
+    raises C{raises} when it is set.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, CallContext, Any]] = []
+        self.raises: Exception | None = None
+
+
+def _recorder(name: str) -> Callable[..., Any]:
+    def handle(self: RecordingHandler, context: CallContext, request: Any) -> Any:
+        self.calls.append((name, context, request))
+        if self.raises is not None:
+            raise self.raises
+        return {"handled": name}
+
+    handle.__name__ = name
+    return handle
+
+
+for _name in IA2AHandler.names():
+    setattr(RecordingHandler, _name, _recorder(_name))
+
+
+def fired(d: Deferred[Any]) -> Any:
+    """
+    The result of a Deferred that must already have fired successfully.
+    """
+    results: list[Any] = []
+    d.addBoth(results.append)
+    assert results, "the Deferred has not fired"
+    if isinstance(results[0], Failure):
+        results[0].raiseException()
+    return results[0]
+
+
+def envelope(method: str, params: Any = None, request_id: Any = 1) -> dict[str, Any]:
+    """
+    A JSON-RPC 2.0 request object (C{params} omitted when None).
+    """
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        request["params"] = params
+    return request
+
+
+def encode(document: Any) -> bytes:
+    return json.dumps(document).encode("utf-8")
+
+
+class Harness:
+    """
+    A Dispatcher over a L{RecordingHandler}.
+    """
+
+    def __init__(self) -> None:
+        self.handler = RecordingHandler()
+        self.dispatcher = Dispatcher(self.handler)
+
+    def dispatch(self, body: bytes, version: str | None = "1.0") -> Any:
+        context = CallContext(binding="jsonrpc", source="192.0.2.7", version=version)
+        response = fired(self.dispatcher.dispatch(body, context))
+        if response is not None:
+            # Every answer must itself be strict JSON.
+            json.dumps(response, allow_nan=False)
+        return response
+
+    def call(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        request_id: Any = 1,
+        version: str | None = "1.0",
+    ) -> Any:
+        return self.dispatch(encode(envelope(method, params, request_id)), version)
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return Harness()
+
+
+def assert_error(response: Any, code: int, request_id: Any = 1) -> dict[str, Any]:
+    """
+    Check that C{response} is a JSON-RPC error with C{code}, answered to
+    C{request_id}, whose C{data} starts with an A2A ErrorInfo; return the
+    error object.
+    """
+    assert response is not None
+    assert set(response) == {"jsonrpc", "id", "error"}
+    assert response["jsonrpc"] == "2.0"
+    assert response["id"] == request_id
+    error = response["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and error["message"]
+    data = error["data"]
+    assert isinstance(data, list) and data
+    assert data[0]["@type"] == ERROR_INFO
+    assert data[0]["domain"] == A2A_DOMAIN == "a2a-protocol.org"
+    assert data[0]["reason"] == REASONS[code]
+    for detail in data:
+        assert "@type" in detail
+    if code == -32602:
+        assert field_violations(error), "-32602 must carry a BadRequest"
+    return error
+
+
+def field_violations(error: dict[str, Any]) -> list[dict[str, str]]:
+    """
+    The fieldViolations of an error's google.rpc.BadRequest detail.
+    """
+    violations: list[dict[str, str]] = []
+    for detail in error["data"]:
+        if detail["@type"] == BAD_REQUEST:
+            violations.extend(detail["fieldViolations"])
+    for violation in violations:
+        assert set(violation) == {"field", "description"}
+    return violations
+
+
+# Strict JSON: -32700, answered with id null.
+
+ENVELOPE_PREFIX = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":'
+
+UNPARSABLE = {
+    "empty body": b"",
+    "truncated object": b'{"jsonrpc":"2.0","id":1,"method":"GetTask"',
+    "trailing data": b'{"jsonrpc":"2.0","id":1,"method":"GetTask"} {}',
+    "single quotes": b"{'jsonrpc':'2.0','id':1,'method':'GetTask'}",
+    "invalid UTF-8 in a string": ENVELOPE_PREFIX + b'{"id":"\xff\xfe"}}',
+    "UTF-16 body": '{"jsonrpc":"2.0","id":1,"method":"GetTask"}'.encode("utf-16"),
+    "lone high surrogate escape": ENVELOPE_PREFIX + b'{"id":"\\ud800"}}',
+    "lone low surrogate escape in a key": ENVELOPE_PREFIX + b'{"\\udc00":1}}',
+    "NaN": ENVELOPE_PREFIX + b'{"historyLength":NaN}}',
+    "Infinity": ENVELOPE_PREFIX + b'{"historyLength":Infinity}}',
+    "-Infinity": ENVELOPE_PREFIX + b'{"historyLength":-Infinity}}',
+    "duplicate envelope key": b'{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask"}',
+    "duplicate params key": ENVELOPE_PREFIX + b'{"id":"a","id":"b"}}',
+    "100000 nested arrays": ENVELOPE_PREFIX + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "5000-digit integer": b'{"jsonrpc":"2.0","id":' + b"7" * 5000 + b',"method":"GetTask"}',
+}
+
+
+@pytest.mark.parametrize("body", UNPARSABLE.values(), ids=list(UNPARSABLE))
+def test_unparsable_json_is_32700_with_null_id(harness: Harness, body: bytes) -> None:
+    """Anything that is not one strict JSON document is -32700 answered with id null, and no policy runs."""
+    assert_error(harness.dispatch(body), -32700, request_id=None)
+    assert harness.handler.calls == []
+
+
+@pytest.mark.parametrize(
+    "number", [b"1e400", b"-1e400", b"1" * 400 + b".0"], ids=["1e400", "-1e400", "400 digits.0"]
+)
+def test_numbers_overflowing_to_infinity_are_32700(harness: Harness, number: bytes) -> None:
+    """A number too large for a double parses to Infinity, so it is refused like the literal Infinity."""
+    assert_error(
+        harness.dispatch(ENVELOPE_PREFIX + b'{"id":"t","metadata":{"n":' + number + b"}}}"),
+        -32700,
+        request_id=None,
+    )
+    assert harness.handler.calls == []
+
+
+def test_surrogate_pair_escapes_are_json(harness: Harness) -> None:
+    """A correctly paired surrogate escape is ordinary JSON, not a parse error."""
+    response = harness.dispatch(ENVELOPE_PREFIX + b'{"id":"\\ud83d\\ude00"}}')
+    assert response["result"] == {"handled": "get_task"}
+    assert harness.handler.calls[0][2].id == "\N{GRINNING FACE}"
+
+
+# Envelopes: -32600.
+
+INVALID_ENVELOPES: dict[str, tuple[Any, Any]] = {
+    "batch of one": ([envelope("GetTask", {"id": "t"})], None),
+    "empty batch": ([], None),
+    "string": ("GetTask", None),
+    "number": (1, None),
+    "null": (None, None),
+    "true": (True, None),
+    "missing jsonrpc": ({"id": 1, "method": "GetTask"}, 1),
+    "jsonrpc 1.0": ({"jsonrpc": "1.0", "id": 1, "method": "GetTask"}, 1),
+    "jsonrpc as a number": ({"jsonrpc": 2.0, "id": 1, "method": "GetTask"}, 1),
+    "id true": (envelope("GetTask", request_id=True), None),
+    "id false": (envelope("GetTask", request_id=False), None),
+    "id float": (envelope("GetTask", request_id=1.5), None),
+    "id integral float": (envelope("GetTask", request_id=1.0), None),
+    "id object": (envelope("GetTask", request_id={"a": 1}), None),
+    "id array": (envelope("GetTask", request_id=[1]), None),
+    "id of 129 characters": (envelope("GetTask", request_id="i" * 129), None),
+    "id of 16000 characters": (envelope("GetTask", request_id=SECRET * 1000), None),
+    "missing method": ({"jsonrpc": "2.0", "id": 1}, 1),
+    "method not a string": ({"jsonrpc": "2.0", "id": 1, "method": 7}, 1),
+    "params a string": (envelope("GetTask", "t-1"), 1),
+}
+
+
+@pytest.mark.parametrize(
+    "document, answer_id",
+    INVALID_ENVELOPES.values(),
+    ids=list(INVALID_ENVELOPES),
+)
+def test_invalid_envelope_is_32600(
+    harness: Harness, document: Any, answer_id: Any
+) -> None:
+    """A non-object, a batch, a wrong or missing jsonrpc, a bad id or method is -32600 (id null when the id itself is unreadable), and no policy runs."""
+    response = harness.dispatch(encode(document))
+    assert_error(response, -32600, request_id=answer_id)
+    assert SECRET not in json.dumps(response)
+    assert harness.handler.calls == []
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    ["i" * 128, "", "abc", 0, -1, 7, 2**53 - 1, None],
+    ids=["128 chars", "empty", "abc", "0", "-1", "7", "2**53-1", "null"],
+)
+def test_valid_ids_are_echoed(harness: Harness, request_id: Any) -> None:
+    """Strings up to 128 characters, integers and an explicit null are valid ids, echoed unchanged in the answer."""
+    response = harness.call("GetTask", {"id": "t-1"}, request_id=request_id)
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"handled": "get_task"},
+    }
+
+
+def test_unknown_envelope_members_are_ignored(harness: Harness) -> None:
+    """Unknown request members, in the envelope and at every level of params, are ignored."""
+    request = envelope(
+        "SendMessage",
+        {
+            "message": {
+                **MESSAGE,
+                "parts": [{"text": "hello", "futurePartField": 1}],
+                "futureMessageField": {"x": 1},
+            },
+            "futureRequestField": [1, 2],
+        },
+    )
+    request["futureEnvelopeField"] = "ignored"
+    response = harness.dispatch(encode(request))
+    assert response["result"] == {"handled": "send_message"}
+    (_, _, typed), = harness.handler.calls
+    assert typed.message.message_id == "m-1"
+    assert [(p.content, p.value) for p in typed.message.parts] == [("text", "hello")]
+
+
+# Methods: exactly the eleven A2A 1.0 names, -32601 for everything else.
+
+
+def test_method_table_is_the_eleven_a2a_methods() -> None:
+    """The method table holds exactly the eleven A2A 1.0 JSON-RPC methods, each served by an IA2AHandler method."""
+    assert set(METHODS) == set(VALID_PARAMS)
+    assert {m.handler for m in METHODS.values()} == set(IA2AHandler.names())
+    assert {name for name, m in METHODS.items() if m.streaming} == {
+        "SendStreamingMessage",
+        "SubscribeToTask",
+    }
+
+
+def test_recording_handler_provides_interface() -> None:
+    """The test policy really implements IA2AHandler, so the tests below exercise the real contract."""
+    verifyObject(IA2AHandler, RecordingHandler())
+
+
+@pytest.mark.parametrize("method", sorted(VALID_PARAMS))
+def test_each_method_reaches_its_handler(harness: Harness, method: str) -> None:
+    """Each A2A method with valid params calls its handler once with the call context and a typed request, and answers its result."""
+    response = harness.call(method, VALID_PARAMS[method])
+    handler = METHODS[method].handler
+    assert response == {"jsonrpc": "2.0", "id": 1, "result": {"handled": handler}}
+    ((name, context, typed),) = harness.handler.calls
+    assert name == handler
+    assert context.source == "192.0.2.7" and context.version == "1.0"
+    assert not isinstance(typed, dict)
+
+
+def test_extended_card_params_may_be_omitted(harness: Harness) -> None:
+    """GetExtendedAgentCard without params reaches its handler."""
+    response = harness.dispatch(
+        encode({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"})
+    )
+    assert response["result"] == {"handled": "get_extended_card"}
+
+
+@pytest.mark.parametrize(
+    "method",
+    V03_METHODS + ["sendMessage", "send_message", "SENDMESSAGE", "SendMessage ", "Nope"],
+)
+def test_unknown_methods_are_32601(harness: Harness, method: str) -> None:
+    """Unknown methods, every v0.3 name included, are -32601 and no policy runs."""
+    response = harness.call(method, VALID_PARAMS["SendMessage"], request_id="r-1")
+    assert_error(response, -32601, request_id="r-1")
+    assert harness.handler.calls == []
+
+
+# A2A-Version: after envelope and method checks, before params.
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.0.1", "1.0.0"])
+def test_version_1_0_is_accepted(harness: Harness, version: str) -> None:
+    """A2A-Version 1.0, with or without a patch number, is served."""
+    assert harness.call("GetTask", {"id": "t"}, version=version)["result"]
+    assert version_supported(version)
+
+
+@pytest.mark.parametrize("version", [None, "", "0.3", "1.1", "2.0", "1", "abc", "0.3.0"])
+def test_other_versions_are_32009(harness: Harness, version: str | None) -> None:
+    """Any other A2A-Version, or none (which means 0.3), is -32009 and no policy runs."""
+    assert_error(harness.call("GetTask", {"id": "t"}, version=version), -32009)
+    assert not version_supported(version)
+    assert harness.handler.calls == []
+
+
+@pytest.mark.parametrize(
+    "body, code, answer_id",
+    [
+        (b"{", -32700, None),
+        (encode([envelope("GetTask", {"id": "t"})]), -32600, None),
+        (encode({"jsonrpc": "1.0", "id": 3, "method": "GetTask"}), -32600, 3),
+        (encode(envelope("message/send", VALID_PARAMS["SendMessage"], 3)), -32601, 3),
+        (encode(envelope("GetTask", {}, 3)), -32009, 3),
+    ],
+    ids=["parse", "batch", "envelope", "method", "params"],
+)
+def test_envelope_and_method_errors_precede_version(
+    harness: Harness, body: bytes, code: int, answer_id: Any
+) -> None:
+    """Without a version, envelope and method errors still win; a method with bad params gets -32009, not -32602."""
+    assert_error(harness.dispatch(body, version=None), code, request_id=answer_id)
+
+
+# Params: -32602 naming fields, never values.
+
+TWO_MEMBER_PART = {"text": SECRET, "url": "https://" + SECRET}
+
+INVALID_PARAMS: dict[str, tuple[str, Any, str]] = {
+    "params a list": ("GetTask", [SECRET], "params"),
+    "message missing": ("SendMessage", {"metadata": {"k": SECRET}}, "message"),
+    "message not an object": ("SendMessage", {"message": SECRET}, "message"),
+    "parts empty": ("SendMessage", {"message": {**MESSAGE, "parts": []}}, "message.parts"),
+    "parts missing": (
+        "SendMessage",
+        {"message": {"messageId": "m", "role": "ROLE_USER"}},
+        "message.parts",
+    ),
+    "part with two members": (
+        "SendMessage",
+        {"message": {**MESSAGE, "parts": [TWO_MEMBER_PART]}},
+        "message.parts[0]",
+    ),
+    "part with no member": (
+        "SendMessage",
+        {"message": {**MESSAGE, "parts": [{"mediaType": SECRET}]}},
+        "message.parts[0]",
+    ),
+    "part not an object": (
+        "SendMessage",
+        {"message": {**MESSAGE, "parts": [SECRET]}},
+        "message.parts[0]",
+    ),
+    "text not a string": (
+        "SendMessage",
+        {"message": {**MESSAGE, "parts": [{"text": [SECRET]}]}},
+        "message.parts[0].text",
+    ),
+    "role missing": (
+        "SendMessage",
+        {"message": {"messageId": "m", "parts": [{"text": SECRET}]}},
+        "message.role",
+    ),
+    "role unknown": (
+        "SendMessage",
+        {"message": {**MESSAGE, "role": SECRET}},
+        "message.role",
+    ),
+    "role v0.3 spelling": (
+        "SendMessage",
+        {"message": {**MESSAGE, "role": "user"}},
+        "message.role",
+    ),
+    "messageId missing": (
+        "SendMessage",
+        {"message": {"role": "ROLE_USER", "parts": [{"text": SECRET}]}},
+        "message.messageId",
+    ),
+    "negative configuration.historyLength": (
+        "SendMessage",
+        {"message": MESSAGE, "configuration": {"historyLength": -1}},
+        "configuration.historyLength",
+    ),
+    "push config without url": (
+        "SendMessage",
+        {"message": MESSAGE, "configuration": {"taskPushNotificationConfig": {"token": SECRET}}},
+        "configuration.taskPushNotificationConfig.url",
+    ),
+    "GetTask id missing": ("GetTask", {"historyLength": 1}, "id"),
+    "GetTask id not a string": ("GetTask", {"id": 12}, "id"),
+    "GetTask negative historyLength": ("GetTask", {"id": "t", "historyLength": -1}, "historyLength"),
+    "GetTask fractional historyLength": ("GetTask", {"id": "t", "historyLength": 1.5}, "historyLength"),
+    "ListTasks pageSize 0": ("ListTasks", {"pageSize": 0}, "pageSize"),
+    "ListTasks pageSize 101": ("ListTasks", {"pageSize": 101}, "pageSize"),
+    "ListTasks pageSize -1": ("ListTasks", {"pageSize": -1}, "pageSize"),
+    "ListTasks pageSize a word": ("ListTasks", {"pageSize": SECRET}, "pageSize"),
+    "ListTasks negative historyLength": ("ListTasks", {"historyLength": -1}, "historyLength"),
+    "ListTasks v0.3 status": ("ListTasks", {"status": "working"}, "status"),
+    "ListTasks timestamp with offset": (
+        "ListTasks",
+        {"statusTimestampAfter": "2025-10-28T10:30:00+01:00"},
+        "statusTimestampAfter",
+    ),
+    "CancelTask id missing": ("CancelTask", {}, "id"),
+    "SubscribeToTask id missing": ("SubscribeToTask", {}, "id"),
+    "CreatePushConfig url missing": (
+        "CreateTaskPushNotificationConfig",
+        {"taskId": "t", "token": SECRET},
+        "url",
+    ),
+    "GetPushConfig id missing": ("GetTaskPushNotificationConfig", {"taskId": "t"}, "id"),
+    "ListPushConfigs taskId missing": ("ListTaskPushNotificationConfigs", {}, "taskId"),
+    "DeletePushConfig taskId missing": ("DeleteTaskPushNotificationConfig", {"id": "c"}, "taskId"),
+}
+
+
+@pytest.mark.parametrize(
+    "method, params, field",
+    INVALID_PARAMS.values(),
+    ids=list(INVALID_PARAMS),
+)
+def test_invalid_params_are_32602_naming_the_field(
+    harness: Harness, method: str, params: Any, field: str
+) -> None:
+    """Params that do not parse are -32602 with a BadRequest naming the failing field and never quoting a submitted value; no policy runs."""
+    response = harness.call(method, params)
+    error = assert_error(response, -32602)
+    assert field in [v["field"] for v in field_violations(error)]
+    assert SECRET not in json.dumps(response)
+    assert harness.handler.calls == []
+
+
+@pytest.mark.parametrize("page_size", [1, 100, 50, None])
+def test_list_tasks_page_size_bounds(harness: Harness, page_size: int | None) -> None:
+    """ListTasks accepts pageSize 1 and 100 (the inclusive bounds) and no pageSize at all."""
+    params = {} if page_size is None else {"pageSize": page_size}
+    assert harness.call("ListTasks", params)["result"]
+    assert harness.handler.calls[0][2].page_size == page_size
+
+
+@pytest.mark.parametrize("history_length", [0, 1, 1000])
+def test_non_negative_history_length_is_accepted(
+    harness: Harness, history_length: int
+) -> None:
+    """historyLength 0 and above is valid on GetTask."""
+    harness.call("GetTask", {"id": "t", "historyLength": history_length})
+    assert harness.handler.calls[0][2].history_length == history_length
+
+
+def test_protojson_alternative_spellings(harness: Harness) -> None:
+    """snake_case field names and enum numbers are accepted, as ProtoJSON parsers must."""
+    harness.call(
+        "SendMessage",
+        {"message": {"message_id": "m-9", "role": 1, "parts": [{"text": "x"}]}},
+    )
+    typed = harness.handler.calls[0][2]
+    assert (typed.message.message_id, typed.message.role) == ("m-9", "ROLE_USER")
+
+
+# Notifications: run, never answered.
+
+
+def test_notification_is_run_but_not_answered(harness: Harness) -> None:
+    """A request without an id is run, and dispatch fires with None."""
+    body = encode({"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": MESSAGE}})
+    assert harness.dispatch(body) is None
+    assert [name for name, _, _ in harness.handler.calls] == ["send_message"]
+
+
+@pytest.mark.parametrize(
+    "method, params, version",
+    [
+        ("message/send", VALID_PARAMS["SendMessage"], "1.0"),
+        ("GetTask", {}, "1.0"),
+        ("GetTask", {"id": "t"}, None),
+    ],
+    ids=["unknown method", "invalid params", "no version"],
+)
+def test_refused_notification_is_not_answered(
+    harness: Harness, method: str, params: Any, version: str | None
+) -> None:
+    """A notification that fails is not answered either."""
+    body = encode({"jsonrpc": "2.0", "method": method, "params": params})
+    assert harness.dispatch(body, version=version) is None
+
+
+def test_policy_errors_become_their_error_objects(harness: Harness) -> None:
+    """An A2AError raised by the policy is answered with its own code, message and details."""
+    harness.handler.raises = TaskNotFoundError(metadata={"hint": "none"})
+    error = assert_error(harness.call("GetTask", {"id": "t"}, request_id="q"), -32001, "q")
+    assert error["message"] == "Task not found"
+    assert error["data"][0]["metadata"] == {"hint": "none"}
+
+
+def test_unexpected_failure_is_32603_and_discloses_nothing(
+    harness: Harness, logged_events: Any
+) -> None:
+    """A policy failure that is not an A2AError is logged and answered -32603 without any detail of the failure."""
+    logged_events.expect_failures()
+    harness.handler.raises = RuntimeError(SECRET)
+    response = harness.call("GetTask", {"id": "t"})
+    error = assert_error(response, -32603)
+    assert error["message"] == "Internal error"
+    assert SECRET not in json.dumps(response)
+    (event,) = logged_events.failures()
+    assert event["log_failure"].check(RuntimeError)
+    assert logged_events.named("a2a.internal_error") == [event]
+
+
+# Error objects and the small protocol helpers.
+
+
+@pytest.mark.parametrize(
+    "error_class, code, http_status",
+    [
+        (JSONParseError, -32700, 400),
+        (InvalidRequestError, -32600, 400),
+        (MethodNotFoundError, -32601, 404),
+        (InvalidParamsError, -32602, 400),
+        (InternalError, -32603, 500),
+        (TaskNotFoundError, -32001, 404),
+        (TaskNotCancelableError, -32002, 400),
+        (PushNotificationNotSupportedError, -32003, 400),
+        (UnsupportedOperationError, -32004, 400),
+        (ContentTypeNotSupportedError, -32005, 400),
+        (InvalidAgentResponseError, -32006, 500),
+        (ExtendedAgentCardNotConfiguredError, -32007, 400),
+        (ExtensionSupportRequiredError, -32008, 400),
+        (VersionNotSupportedError, -32009, 400),
+    ],
+)
+def test_error_table(error_class: type[A2AError], code: int, http_status: int) -> None:
+    """Each A2A error has the specification's code, ErrorInfo reason and HTTP status, and its data is a list starting with the ErrorInfo."""
+    error = error_class()
+    assert (error.code, error.reason, error.http_status) == (code, REASONS[code], http_status)
+    assert error_object(error) == {
+        "code": code,
+        "message": error_class.default_message,
+        "data": [{"@type": ERROR_INFO, "reason": REASONS[code], "domain": A2A_DOMAIN}],
+    }
+
+
+def test_field_violations_become_a_bad_request_detail() -> None:
+    """Field violations travel as a google.rpc.BadRequest after the ErrorInfo."""
+    error = InvalidParamsError(field_violations=[("message.parts", "is required")])
+    assert error_object(error)["data"][1] == {
+        "@type": BAD_REQUEST,
+        "fieldViolations": [{"field": "message.parts", "description": "is required"}],
+    }
+
+
+@pytest.mark.parametrize(
+    "epoch_ms, text",
+    [
+        (0, "1970-01-01T00:00:00.000Z"),
+        (1_764_476_995_125, "2025-11-30T04:29:55.125Z"),
+        (1_764_476_995_007, "2025-11-30T04:29:55.007Z"),
+    ],
+)
+def test_timestamps_are_rfc3339_utc_with_milliseconds(epoch_ms: int, text: str) -> None:
+    """format_timestamp writes RFC 3339 UTC with exactly three fraction digits and Z, and parse_timestamp reads it back."""
+    assert format_timestamp(epoch_ms) == text
+    parsed = parse_timestamp(text)
+    assert parsed is not None
+    assert parsed == datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2025-11-30T04:29:55+00:00", "2025-11-30 04:29:55Z", "2025-13-01T00:00:00Z", "yesterday"],
+)
+def test_parse_timestamp_refuses_non_protojson(text: str) -> None:
+    """Timestamps that are not UTC with Z, or not dates at all, do not parse."""
+    assert parse_timestamp(text) is None
+
+
+def test_parse_extensions() -> None:
+    """A2A-Extensions values are comma separated, may repeat, and blanks are dropped."""
+    assert parse_extensions(["https://a/1, https://b/2", " ,https://a/1"]) == {
+        "https://a/1",
+        "https://b/2",
+    }
+    assert parse_extensions(None) == frozenset()
