@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTi
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.resource import Resource
 
 from beacon.bindings.http import (
     BeaconSite,
@@ -32,7 +33,8 @@ from beacon.bindings.http import (
 )
 from beacon.bindings.limits import RateLimiter
 from beacon.config import Config, validate
-from beacon.intake import CardText, PublicPolicy, public_card, schema_validator
+from beacon.bindings.native import NativeResources
+from beacon.intake import PublicPolicy, discovery_document, public_card, schema_validator
 from beacon.protocol import Dispatcher
 from beacon.store import ISubmissionStore, SQLiteStore
 
@@ -169,19 +171,40 @@ def derive_public_url(description: str, port: IListeningPort) -> str:
 @dataclass
 class BeaconResources:
     """
-    The public resources of a Beacon, with what they need to be published.
+    The public resources of a Beacon (A2A and native), with what they need
+    to be published.
     """
 
-    resources: PublicResources
-    card_text: CardText
+    a2a: PublicResources
+    native: NativeResources
+    config: Config
     clock: IReactorTime
 
-    def publish_card(self, public_url: str) -> None:
+    def mount(self, root: Resource) -> Resource:
         """
-        Publish the agent card for C{public_url}.
+        Put every public resource into C{root}, beside what it holds.
         """
-        self.resources.card.publish(
-            public_card(self.card_text, public_url), self.clock.seconds()
+        self.native.mount(self.a2a.mount(root))
+        return root
+
+    def publish(self, public_url: str) -> None:
+        """
+        Publish the agent card and the discovery document for C{public_url}.
+        """
+        now = self.clock.seconds()
+        limits = self.config.limits
+        self.a2a.card.publish(public_card(self.config.card, public_url), now)
+        self.native.discovery.publish(
+            discovery_document(
+                self.config.card,
+                public_url,
+                {
+                    "maxBodyBytes": limits.max_body,
+                    "ratePerSecond": limits.rate,
+                    "burst": limits.burst,
+                },
+            ),
+            now,
         )
 
 
@@ -190,20 +213,26 @@ def beacon_resources(
 ) -> BeaconResources:
     """
     Build Beacon's public resources over C{store}, for L{makeService} or for
-    mounting in an existing L{Site} (then call C{publish_card} with the
-    public URL, and prefer L{BeaconSite} or its request factory so the body
-    cap holds while the body arrives).
+    mounting in an existing L{Site} with C{mount(root)}. When the config has
+    no public URL, call C{publish(url)} once it is known. Prefer
+    L{BeaconSite} (or its request factory) so that the body cap holds while
+    the body arrives.
     """
-    policy = PublicPolicy(store, reactor, schema_validator())
+    validator = schema_validator()
+    policy = PublicPolicy(store, reactor, validator)
     limits = TransportLimits(
         max_body=config.limits.max_body,
         rate=RateLimiter(config.limits.rate, config.limits.burst, reactor),
         sources=config.limits.source_resolver(),
     )
-    resources = public_resources(Dispatcher(policy), limits)
-    result = BeaconResources(resources, config.card, reactor)
+    result = BeaconResources(
+        a2a=public_resources(Dispatcher(policy), limits),
+        native=NativeResources(policy, limits, validator.schema, reactor.seconds()),
+        config=config,
+        clock=reactor,
+    )
     if config.public_url is not None:
-        result.publish_card(config.public_url)
+        result.publish(config.public_url)
     return result
 
 
@@ -239,7 +268,7 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
 
     beacon = beacon_resources(config, store, reactor)
     site = BeaconSite(
-        beacon.resources.mount(Container()), max_body=config.limits.max_body
+        beacon.mount(Container()), max_body=config.limits.max_body
     )
     site.noisy = False
     public: dict[str, str] = {}
@@ -249,7 +278,7 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
     def bound(ports: list[IListeningPort]) -> None:
         if "url" not in public:
             public["url"] = derive_public_url(config.http[0], ports[0])
-            beacon.publish_card(public["url"])
+            beacon.publish(public["url"])
 
     Listeners(reactor, config.http, site, "http", bound).setServiceParent(root)
     _Announce(config, lambda: public.get("url", "")).setServiceParent(root)

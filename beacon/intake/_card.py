@@ -113,3 +113,45 @@ def public_card(text: CardText, public_url: str) -> dict[str, Any]:
     if text.documentation_url:
         card["documentationUrl"] = text.documentation_url
     return card
+
+
+#: Where the native protocol lives, relative to the public URL.
+NATIVE_PATH = "/beacon/0.1"
+#: The native submission endpoint, under L{NATIVE_PATH}.
+SUBMISSIONS_PATH = NATIVE_PATH + "/submissions"
+#: Where the structured-message schema is served.
+SCHEMA_PATH = NATIVE_PATH + "/message.schema.json"
+
+
+def discovery_document(
+    text: CardText, public_url: str, limits: dict[str, Any]
+) -> dict[str, Any]:
+    """
+    Beacon's own discovery document, served at
+    C{/.well-known/autonomous-agent} (see C{docs/protocol-0.1.md}).
+
+    @param text: The operator's card text (name and description).
+    @param public_url: The base URL (no trailing slash).
+    @param limits: The limits in force: C{maxBodyBytes}, C{ratePerSecond},
+        C{burst}.
+    """
+    return {
+        "protocol": "beacon/0.1",
+        "name": text.name,
+        "description": text.description.strip(),
+        "statement": IDENTITY_STATEMENT,
+        "policy": {
+            "storesForHumanReview": True,
+            "initiatesContact": False,
+            "resolvesSubmittedUrls": False,
+            "echoesContent": False,
+            "promisesReply": False,
+            "limits": limits,
+        },
+        "endpoints": {
+            "submit": public_url + SUBMISSIONS_PATH,
+            "status": public_url + SUBMISSIONS_PATH + "/{id}",
+            "schema": public_url + SCHEMA_PATH,
+            "a2aAgentCard": public_url + AGENT_CARD_PATH,
+        },
+    }

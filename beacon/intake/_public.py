@@ -23,11 +23,12 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from beacon.intake._submission import Content, map_message, new_id
+from beacon.intake._submission import Content, map_message, new_id, parse_native
 from beacon.protocol import (
     CallContext,
     ExtendedAgentCardNotConfiguredError,
     IA2AHandler,
+    INativeHandler,
     InternalError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
@@ -74,7 +75,7 @@ def status_task(record: TaskStatusRecord) -> dict[str, Any]:
     }
 
 
-@implementer(IA2AHandler)
+@implementer(IA2AHandler, INativeHandler)
 class PublicPolicy:
     """
     Seed 002's method table over a submission store.
@@ -144,6 +145,32 @@ class PublicPolicy:
             )
 
         return self._store.append(submission).addCallbacks(stored, failed)
+
+    def submit_document(
+        self, context: CallContext, document: Any
+    ) -> Deferred[dict[str, str]]:
+        """
+        Store a native beacon/0.1 submission body (see
+        L{beacon.intake.parse_native}); answer with its receipt.
+        """
+        content = parse_native(document, self._validator)
+        return self.submit(context, content).addCallback(receipt_of)
+
+    def native_status(self, receipt_id: str) -> Deferred[dict[str, str] | None]:
+        """
+        The native status of a submission: id, state and updatedAt only.
+        """
+
+        def shape(record: TaskStatusRecord | None) -> dict[str, str] | None:
+            if record is None:
+                return None
+            return {
+                "id": record.id,
+                "state": record.state,
+                "updatedAt": format_timestamp(record.updated_at_ms),
+            }
+
+        return self._store.status(receipt_id).addCallback(shape)
 
     def send_message(
         self, context: CallContext, request: types.SendMessageRequest

@@ -172,3 +172,36 @@ def map_message(message: Message, validator: Draft202012Validator) -> Content:
         "the message has neither text nor a valid structured data part",
         field_violations=violations,
     )
+
+
+def parse_native(document: Any, validator: Draft202012Validator) -> Content:
+    """
+    Read a native beacon/0.1 submission body: exactly one of
+    C{{"text": "..."}} (non-empty) or C{{"message": {...}}} (valid against
+    C{message.schema.json}).
+
+    @raise InvalidParamsError: Anything else; the violations name locations
+        (C{text}, C{message.subject}, schema paths), never submitted values.
+    """
+    if not isinstance(document, dict):
+        raise InvalidParamsError(
+            field_violations=[("", "the body must be a JSON object")]
+        )
+    keys = set(document)
+    if keys == {"text"}:
+        text = document["text"]
+        if not isinstance(text, str) or not text:
+            raise InvalidParamsError(
+                field_violations=[("text", "must be a non-empty string")]
+            )
+        return content_of({"text": text})
+    if keys == {"message"}:
+        violations = schema_violations(validator, document["message"], "message")
+        if violations:
+            raise InvalidParamsError(field_violations=violations)
+        return content_of({"message": document["message"]})
+    raise InvalidParamsError(
+        field_violations=[
+            ("", 'the body must have exactly one member, "text" or "message"')
+        ]
+    )

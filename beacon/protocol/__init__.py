@@ -33,6 +33,7 @@ from beacon.protocol._errors import (
     VersionNotSupportedError,
     error_object,
 )
+from beacon.protocol._native import INativeHandler
 from beacon.protocol._jsonrpc import RPCRequest, dumps, loads, parse_request
 from beacon.protocol._types import (
     Message,
@@ -51,6 +52,7 @@ __all__ = [
     "ExtendedAgentCardNotConfiguredError",
     "ExtensionSupportRequiredError",
     "IA2AHandler",
+    "INativeHandler",
     "InternalError",
     "InvalidAgentResponseError",
     "InvalidParamsError",
