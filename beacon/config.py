@@ -10,6 +10,7 @@ typo never silently falls back to a default.
 from __future__ import annotations
 
 import ipaddress
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +60,10 @@ class Config:
         slash; None to derive it from the first HTTP listener once bound.
     @ivar card: The operator's words on the card.
     @ivar limits: The public doors' limits.
+    @ivar operator_socket: The operator's unix socket: None for the default
+        (C{<data_dir>/operator.sock}), empty to disable it.
+    @ivar operator_http: A loopback endpoint for the operator's bearer-token
+        door (for hosts without unix sockets); empty: no such door.
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -66,6 +71,24 @@ class Config:
     public_url: str | None = None
     card: CardText = field(default_factory=CardText)
     limits: Limits = field(default_factory=Limits)
+    operator_socket: str | None = None
+    operator_http: str = ""
+
+    @property
+    def socket_path(self) -> str | None:
+        """
+        The operator socket's path: C{operator_socket}, or
+        C{<data_dir>/operator.sock} when that is None; None when disabled
+        (C{operator_socket} is empty).
+        """
+        if self.operator_socket is None:
+            return os.path.join(self.data_dir, "operator.sock")
+        return self.operator_socket or None
+
+    @property
+    def operator_discovery_file(self) -> str:
+        """Where the bearer door's C{{url, token}} is written."""
+        return os.path.join(self.data_dir, "operator-http.json")
 
 
 _SECTIONS: dict[str, set[str]] = {
@@ -78,6 +101,7 @@ _SECTIONS: dict[str, set[str]] = {
         "documentation_url",
     },
     "limits": {"max_body", "rate", "burst", "trusted_proxies"},
+    "operator": {"socket", "http"},
 }
 
 
@@ -146,6 +170,7 @@ def build_config(
     data_dir: str | None = None,
     http: tuple[str, ...] | list[str] | None = None,
     public_url: str | None = None,
+    operator_socket: str | None = None,
 ) -> Config:
     """
     Make the one validated L{Config} from a parsed file and command-line
@@ -157,6 +182,7 @@ def build_config(
     _check_keys(values)
     server = values.get("server", {})
     card_values = values.get("card", {})
+    operator_values = values.get("operator", {})
     limit_values = values.get("limits", {})
 
     config = Config()
@@ -188,8 +214,20 @@ def build_config(
     if "trusted_proxies" in limit_values:
         limits = replace(limits, trusted_proxies=_networks(limit_values["trusted_proxies"]))
 
+    if "socket" in operator_values:
+        config = replace(
+            config,
+            operator_socket=_typed("operator", "socket", operator_values["socket"], str),
+        )
+    if "http" in operator_values:
+        config = replace(
+            config, operator_http=_typed("operator", "http", operator_values["http"], str)
+        )
+
     if data_dir is not None:
         config = replace(config, data_dir=data_dir)
+    if operator_socket is not None:
+        config = replace(config, operator_socket=operator_socket)
     if http:
         config = replace(config, http=tuple(http))
     if public_url is not None:
@@ -218,6 +256,25 @@ def validate(config: Config) -> Config:
         raise ConfigError("[limits] rate must be between 0 (off) and 1000000 per second")
     if not (1 <= limits.burst <= 1_000_000):
         raise ConfigError("[limits] burst must be between 1 and 1000000")
+    socket_path = config.socket_path
+    if socket_path is not None:
+        if socket_path.split(":", 1)[0] in ("ssl", "tls", "tcp", "unix"):
+            raise ConfigError(
+                "the operator socket is a path, not an endpoint: a unix listener "
+                "takes no TLS material"
+            )
+        if len(os.fsencode(os.path.abspath(socket_path))) > 107:
+            raise ConfigError("the operator socket path is longer than 107 bytes")
+    if config.operator_http:
+        kind = config.operator_http.split(":", 1)[0]
+        if kind != "tcp" or "interface=" not in config.operator_http:
+            raise ConfigError(
+                "[operator] http must be a tcp: endpoint with an explicit loopback "
+                'interface, for example "tcp:0:interface=127.0.0.1"'
+            )
+        interface = config.operator_http.split("interface=", 1)[1].split(":")[0]
+        if interface.replace("\\", "") not in ("127.0.0.1", "::1", "localhost"):
+            raise ConfigError("[operator] http must listen on loopback only")
     card = config.card
     if not card.name.strip():
         raise ConfigError("[card] name must not be empty")

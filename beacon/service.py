@@ -33,9 +33,30 @@ from beacon.bindings.http import (
 )
 from beacon.bindings.limits import RateLimiter
 from beacon.config import Config, validate
+from beacon.bindings._unix import (
+    UNIX_BINDING,
+    BearerGate,
+    OperatorSocket,
+    PeerCheckedFactory,
+    RootEndpoint,
+    new_token,
+    operator_of,
+    socket_url,
+    write_discovery_file,
+)
+from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
-from beacon.intake import PublicPolicy, discovery_document, public_card, schema_validator
-from beacon.protocol import Dispatcher
+from beacon.intake import (
+    EXTENSION_METHODS,
+    OperatorPolicy,
+    PublicPolicy,
+    discovery_document,
+    operator_card,
+    public_card,
+    schema_validator,
+)
+from beacon.intake._operator import EXTENSION_DECLARATIONS
+from beacon.protocol import PROTOCOL_VERSION, Dispatcher
 from beacon.store import ISubmissionStore, SQLiteStore
 
 log = Logger()
@@ -236,6 +257,111 @@ def beacon_resources(
     return result
 
 
+@dataclass
+class OperatorDoor:
+    """
+    The operator policy behind a root resource with its card, for one door.
+    """
+
+    root: Resource
+    card: PreparedDocument
+
+
+def operator_door(
+    policy: OperatorPolicy,
+    reactor: IReactorTime,
+    name_card: Callable[[], dict[str, Any]] | None = None,
+    *,
+    source: Callable[[Any], str] = operator_of,
+) -> OperatorDoor:
+    """
+    Build one operator door's resource tree: JSON-RPC at C{/}, the operator
+    card at C{/.well-known/agent-card.json}. Publish the card with
+    C{door.card.publish(...)} when its URL is known (or pass C{name_card}).
+    """
+    jsonrpc = JSONRPCResource(
+        Dispatcher(policy, EXTENSION_METHODS),
+        None,
+        binding="operator",
+        extensions=frozenset(e["uri"] for e in EXTENSION_DECLARATIONS),
+        clock=reactor,
+        source=source,
+    )
+    card = PreparedDocument()
+    root = RootEndpoint(jsonrpc)
+    well_known = Container()
+    well_known.putChild(b"agent-card.json", DocumentResource(card, max_age=0))
+    root.putChild(b".well-known", well_known)
+    if name_card is not None:
+        card.publish(name_card(), reactor.seconds())
+    return OperatorDoor(root, card)
+
+
+class DiscoveryFile(Service):
+    """Removes the bearer door's discovery file when Beacon stops."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def stopService(self) -> None:
+        super().stopService()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _add_operator_doors(
+    root: MultiService, config: Config, store: ISubmissionStore, reactor: Any
+) -> None:
+    policy = OperatorPolicy(store, reactor)
+    path = config.socket_path
+    if path is not None:
+        absolute = os.path.abspath(path)
+        door = operator_door(
+            policy,
+            reactor,
+            lambda: operator_card(
+                config.card,
+                {
+                    "url": socket_url(absolute),
+                    "protocolBinding": UNIX_BINDING,
+                    "protocolVersion": PROTOCOL_VERSION,
+                },
+                EXTENSION_DECLARATIONS,
+            ),
+        )
+        site = BeaconSite(door.root, max_body=config.limits.max_body)
+        site.noisy = False
+        OperatorSocket(reactor, absolute, PeerCheckedFactory(site, absolute)).setServiceParent(root)
+    if config.operator_http:
+        token = new_token()
+        door = operator_door(policy, reactor, source=lambda request: "bearer")
+        site = BeaconSite(BearerGate(door.root, token), max_body=config.limits.max_body)
+        site.noisy = False
+
+        def bound(ports: list[IListeningPort]) -> None:
+            url = derive_public_url(config.operator_http, ports[0]) + "/"
+            door.card.publish(
+                operator_card(
+                    config.card,
+                    {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+                    EXTENSION_DECLARATIONS,
+                    bearer=True,
+                ),
+                reactor.seconds(),
+            )
+            write_discovery_file(config.operator_discovery_file, url, token)
+            log.info(
+                "operator.http_listening: bearer door at {url}; token in {path}",
+                url=url,
+                path=config.operator_discovery_file,
+            )
+
+        Listeners(reactor, (config.operator_http,), site, "operator", bound).setServiceParent(root)
+        DiscoveryFile(config.operator_discovery_file).setServiceParent(root)
+
+
 class _Announce(Service):
     """Logs the configuration Beacon started with (after the listeners)."""
 
@@ -255,7 +381,7 @@ class _Announce(Service):
 def makeService(config: Config, reactor: IReactorCore) -> MultiService:
     """
     Wire Beacon's service tree: the store, then the public HTTP listeners,
-    then a start-up announcement.
+    then the operator's doors, then a start-up announcement.
 
     @param config: The configuration (validated again here).
     @param reactor: The reactor everything runs on (listening, time,
@@ -281,5 +407,6 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
             beacon.publish(public["url"])
 
     Listeners(reactor, config.http, site, "http", bound).setServiceParent(root)
+    _add_operator_doors(root, config, store, reactor)
     _Announce(config, lambda: public.get("url", "")).setServiceParent(root)
     return root

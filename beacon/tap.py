@@ -28,6 +28,13 @@ class Options(usage.Options):
         ["config", "c", None, "A TOML configuration file (see etc/beacon.toml)."],
         ["data", "d", None, "The data directory [default: beacon-data]."],
         [
+            "operator",
+            None,
+            None,
+            "The operator's unix socket; empty disables it "
+            "[default: <data>/operator.sock].",
+        ],
+        [
             "public-url",
             None,
             None,
@@ -59,6 +66,7 @@ class Options(usage.Options):
                 data_dir=self["data"],
                 http=self["http"],
                 public_url=self["public-url"],
+                operator_socket=self["operator"],
             )
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None

@@ -32,16 +32,27 @@ import hashlib
 import math
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, Callable
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
 from twisted.web.resource import IResource, Resource
 from twisted.web.server import NOT_DONE_YET
+from zope.interface import implementer
 
 from beacon.bindings._limits import RateLimiter, SourceResolver
-from beacon.protocol import CallContext, Dispatcher, dumps, parse_extensions
+from beacon.protocol import (
+    A2AError,
+    CallContext,
+    Dispatcher,
+    IStreamSink,
+    StreamAnswer,
+    dumps,
+    parse_extensions,
+)
+from beacon.protocol._jsonrpc import failure, success
 
 log = Logger()
 
@@ -314,29 +325,44 @@ class JSONRPCResource(_MethodsResource):
     def __init__(
         self,
         dispatcher: Dispatcher,
-        limits: TransportLimits,
+        limits: TransportLimits | None,
         *,
         binding: str = "jsonrpc",
         extensions: frozenset[str] = frozenset(),
+        clock: IReactorTime | None = None,
+        keepalive: float = 15.0,
+        source: Callable[[server.Request], str] | None = None,
     ) -> None:
         """
         @param dispatcher: Runs requests against the policy.
-        @param limits: Applied before anything is parsed.
+        @param limits: Applied before anything is parsed; None where the
+            transport itself decides who may speak (the operator socket).
         @param binding: The binding name recorded in each call's context.
         @param extensions: The extension URIs this endpoint supports; those a
             caller activates are echoed in C{A2A-Extensions}.
+        @param clock: Times the keepalive comments of event streams (needed
+            when the policy streams).
+        @param keepalive: Seconds between keepalive comments on an idle
+            event stream.
+        @param source: Names the caller when there are no limits.
         """
         super().__init__()
         self._dispatcher = dispatcher
         self._limits = limits
         self._binding = binding
         self._extensions = extensions
+        self._clock = clock
+        self._keepalive = keepalive
+        self._source = source
 
     def render_POST(self, request: server.Request) -> bytes | int:
-        source = self._limits.source_of(request)
-        refusal = self._limits.refusal(request, source)
-        if refusal is not None:
-            return refusal
+        if self._limits is not None:
+            source = self._limits.source_of(request)
+            refusal = self._limits.refusal(request, source)
+            if refusal is not None:
+                return refusal
+        else:
+            source = self._source(request) if self._source else "local"
         body = request.content.read()
         version = _header(request, b"A2A-Version")
         if not (version or "").strip():
@@ -355,13 +381,22 @@ class JSONRPCResource(_MethodsResource):
         finished: list[Failure | None] = []
         request.notifyFinish().addBoth(finished.append)
 
-        def respond(response: dict[str, Any] | None) -> None:
+        def respond(response: dict[str, Any] | StreamAnswer | None) -> None:
             if finished:
+                if isinstance(response, StreamAnswer):
+                    response.stream.cancel()
                 return  # The peer went away; nothing to answer.
             if context.extensions:
                 request.setHeader(
                     b"A2A-Extensions", ", ".join(sorted(context.extensions)).encode()
                 )
+            if isinstance(response, StreamAnswer):
+                if self._clock is None:
+                    raise RuntimeError("a streaming policy needs a clock")
+                sink = SSESink(request, response.id, self._clock, self._keepalive)
+                request.notifyFinish().addBoth(lambda _: response.stream.cancel())
+                response.stream.attach(sink)
+                return
             if response is None:
                 request.setResponseCode(http.NO_CONTENT)
             else:
@@ -373,6 +408,61 @@ class JSONRPCResource(_MethodsResource):
             lambda reason: log.failure("http.response_failed", reason)
         )
         return NOT_DONE_YET
+
+
+@implementer(IStreamSink)
+class SSESink:
+    """
+    Frames a stream's events as Server-Sent Events on an HTTP response:
+    each event one C{data:} line holding the whole JSON-RPC response (the
+    request's id and a C{result}), a stream error one C{data:} line holding
+    the JSON-RPC error response; a comment line every C{keepalive} seconds
+    while idle; the response ends with the stream.
+    """
+
+    def __init__(
+        self,
+        request: server.Request,
+        request_id: Any,
+        clock: IReactorTime,
+        keepalive: float,
+    ) -> None:
+        self._request = request
+        self._id = request_id
+        self._clock = clock
+        self._keepalive = keepalive
+        self._done = False
+        request.setHeader(b"Content-Type", b"text/event-stream")
+        request.setHeader(b"Cache-Control", b"no-store")
+        request.write(b": stream open\n\n")
+        self._timer = clock.callLater(keepalive, self._ping)
+        request.notifyFinish().addBoth(self._closed)
+
+    def _ping(self) -> None:
+        self._request.write(b": keepalive\n\n")
+        self._timer = self._clock.callLater(self._keepalive, self._ping)
+
+    def _closed(self, _: Any) -> None:
+        self._done = True
+        if self._timer.active():
+            self._timer.cancel()
+
+    def _write(self, response: Any) -> None:
+        if self._done:
+            return
+        self._request.write(b"data: " + dumps(response) + b"\n\n")
+        self._timer.reset(self._keepalive)
+
+    def event(self, result: Any) -> None:
+        self._write(success(self._id, result))
+
+    def end(self) -> None:
+        if not self._done:
+            self._request.finish()
+
+    def fail(self, error: A2AError) -> None:
+        self._write(failure(self._id, error))
+        self.end()
 
 
 class Container(Resource):
@@ -450,6 +540,7 @@ __all__ = [
     "LimitedRequest",
     "PreparedDocument",
     "PublicResources",
+    "SSESink",
     "TransportLimits",
     "error_body",
     "public_resources",

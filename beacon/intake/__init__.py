@@ -14,7 +14,14 @@ from beacon.intake._card import (
     SUBMISSIONS_PATH,
     CardText,
     discovery_document,
+    operator_card,
     public_card,
+)
+from beacon.intake._operator import (
+    EXTENSION_METHODS,
+    INBOX_EVENTS_EXTENSION,
+    REVIEW_EXTENSION,
+    OperatorPolicy,
 )
 from beacon.intake._public import PublicPolicy, receipt_of, status_task
 from beacon.intake._submission import (
@@ -47,6 +54,11 @@ __all__ = [
     "canonical_content",
     "content_of",
     "discovery_document",
+    "operator_card",
+    "EXTENSION_METHODS",
+    "INBOX_EVENTS_EXTENSION",
+    "REVIEW_EXTENSION",
+    "OperatorPolicy",
     "load_schema",
     "map_message",
     "new_id",

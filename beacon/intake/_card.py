@@ -155,3 +155,62 @@ def discovery_document(
             "a2aAgentCard": public_url + AGENT_CARD_PATH,
         },
     }
+
+
+def operator_card(
+    text: CardText,
+    interface: dict[str, str],
+    extensions: list[dict[str, Any]],
+    *,
+    bearer: bool = False,
+) -> dict[str, Any]:
+    """
+    The operator's card: the same Beacon, seen through the operator's door.
+
+    @param interface: The door's AgentInterface (the unix socket binding
+        with its C{unix:///} URL, or JSONRPC at the bearer door's URL).
+    @param extensions: The AgentExtension entries of the operator policy.
+    @param bearer: Whether the door needs a bearer token (it is then
+        declared as the card's security scheme; the socket declares none).
+    """
+    card: dict[str, Any] = {
+        "name": f"{text.name} (operator)",
+        "description": (
+            "The operator's door to this Beacon's inbox: list and read every "
+            "submission, decide on them, and follow the inbox live. "
+            + IDENTITY_STATEMENT
+        ),
+        "supportedInterfaces": [interface],
+        "version": __version__,
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": False,
+            "extendedAgentCard": False,
+            "extensions": extensions,
+        },
+        "defaultInputModes": ["application/json"],
+        "defaultOutputModes": ["application/json", "text/plain"],
+        "skills": [
+            {
+                "id": "review",
+                "name": "Review submissions",
+                "description": (
+                    "ListTasks and GetTask show every submission in full; "
+                    "beacon.review.Decide accepts or rejects one; "
+                    "beacon.inbox.Follow and SubscribeToTask stream changes."
+                ),
+                "tags": ["inbox", "review", "operator"],
+            }
+        ],
+    }
+    if bearer:
+        card["securitySchemes"] = {
+            "operatorToken": {
+                "httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "description": "The per-boot token in the operator discovery file.",
+                }
+            }
+        }
+        card["securityRequirements"] = [{"schemes": {"operatorToken": {"list": []}}}]
+    return card

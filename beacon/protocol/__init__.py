@@ -9,6 +9,8 @@ from beacon.protocol._dispatch import (
     PROTOCOL_VERSION,
     CallContext,
     Dispatcher,
+    ExtensionMethod,
+    StreamAnswer,
     IA2AHandler,
     Method,
     parse_extensions,
@@ -34,6 +36,7 @@ from beacon.protocol._errors import (
     error_object,
 )
 from beacon.protocol._native import INativeHandler
+from beacon.protocol._stream import CollectingSink, EventStream, IStreamSink
 from beacon.protocol._jsonrpc import RPCRequest, dumps, loads, parse_request
 from beacon.protocol._types import (
     Message,
@@ -47,6 +50,11 @@ __all__ = [
     "A2A_DOMAIN",
     "A2AError",
     "CallContext",
+    "CollectingSink",
+    "EventStream",
+    "ExtensionMethod",
+    "IStreamSink",
+    "StreamAnswer",
     "ContentTypeNotSupportedError",
     "Dispatcher",
     "ExtendedAgentCardNotConfiguredError",

@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 from zope.interface import Interface
 
 from beacon.protocol import _types as types
+from beacon.protocol._stream import EventStream
 from beacon.protocol._errors import (
     A2AError,
     InternalError,
@@ -29,6 +30,7 @@ from beacon.protocol._errors import (
     VersionNotSupportedError,
 )
 from beacon.protocol._jsonrpc import (
+    RequestId,
     RPCRequest,
     failure,
     loads,
@@ -181,6 +183,31 @@ METHODS: dict[str, Method] = {
 }
 
 
+@dataclass(frozen=True)
+class ExtensionMethod:
+    """
+    A method an extension adds: served only to callers that activated the
+    extension (C{A2A-Extensions}); to others it does not exist.
+
+    @ivar uri: The extension's URI.
+    @ivar method: How it is parsed and which handler method serves it.
+    """
+
+    uri: str
+    method: Method
+
+
+@dataclass(frozen=True)
+class StreamAnswer:
+    """
+    The answer to a streaming request: the request id and the stream of
+    results, for the binding to frame.
+    """
+
+    id: RequestId
+    stream: EventStream
+
+
 class Dispatcher:
     """
     Runs JSON-RPC request bodies against one policy.
@@ -188,19 +215,30 @@ class Dispatcher:
 
     log = Logger()
 
-    def __init__(self, handler: IA2AHandler) -> None:
+    def __init__(
+        self,
+        handler: Any,
+        extension_methods: dict[str, ExtensionMethod] | None = None,
+    ) -> None:
         """
-        @param handler: The policy that serves every method.
+        @param handler: The policy that serves every method (an
+            L{IA2AHandler}, plus the handler methods its extension methods
+            name).
+        @param extension_methods: Extension methods by JSON-RPC name.
         """
         self._handler = handler
+        self._extension_methods = dict(extension_methods or {})
 
-    def dispatch(self, body: bytes, context: CallContext) -> Deferred[dict[str, Any] | None]:
+    def dispatch(
+        self, body: bytes, context: CallContext
+    ) -> Deferred[dict[str, Any] | StreamAnswer | None]:
         """
         Answer one request body.
 
         @return: A Deferred that fires with the JSON-RPC response object, or
-            with None for a notification (which is run but never answered).
-            It never fails.
+            with None for a notification (which is run but never answered),
+            or with a L{StreamAnswer} for a streaming method. It never
+            fails.
         """
         try:
             request = parse_request(loads(body))
@@ -208,13 +246,20 @@ class Dispatcher:
             return _fired(failure(request_id_of(error), error))
         return self.call(request, context)
 
-    def call(self, request: RPCRequest, context: CallContext) -> Deferred[dict[str, Any] | None]:
+    def call(
+        self, request: RPCRequest, context: CallContext
+    ) -> Deferred[dict[str, Any] | StreamAnswer | None]:
         """
         Run an already parsed request; see L{dispatch}.
         """
         result = maybeDeferred(self._run, request, context)
 
-        def answered(value: Any) -> dict[str, Any] | None:
+        def answered(value: Any) -> dict[str, Any] | StreamAnswer | None:
+            if isinstance(value, EventStream):
+                if request.notification:
+                    value.cancel()
+                    return None
+                return StreamAnswer(request.id, value)
             if request.notification:
                 return None
             return success(request.id, value)
@@ -238,10 +283,21 @@ class Dispatcher:
     def _run(self, request: RPCRequest, context: CallContext) -> Any:
         method = METHODS.get(request.method)
         if method is None:
-            raise MethodNotFoundError()
+            extension = self._extension_methods.get(request.method)
+            if extension is None:
+                raise MethodNotFoundError()
+            if extension.uri not in context.extensions:
+                raise MethodNotFoundError(
+                    f"{request.method} belongs to an extension; activate it "
+                    f"with A2A-Extensions: {extension.uri}"
+                )
+            method = extension.method
         if not version_supported(context.version):
             raise VersionNotSupportedError()
         typed = method.parse(request.params)
+        if method.streaming and request.notification:
+            # A stream nobody will read is not started.
+            return None
         return getattr(self._handler, method.handler)(context, typed)
 
 

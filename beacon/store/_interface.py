@@ -11,6 +11,7 @@ may block the reactor thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from twisted.internet.defer import Deferred
 from zope.interface import Interface
@@ -68,6 +69,58 @@ class TaskStatusRecord:
     updated_at_ms: int
 
 
+@dataclass(frozen=True)
+class StoredTask:
+    """
+    Everything the operator may see of one submission.
+
+    @ivar submission: The submission as stored.
+    @ivar state: Its derived A2A TaskState name.
+    @ivar updated_at_ms: When the state was set (receipt or decision).
+    @ivar note: The decision's note, if a decision with a note was made.
+    @ivar seq: The store's own order of arrival (ties in C{updated_at_ms}
+        are broken by it).
+    """
+
+    submission: Submission
+    state: str
+    updated_at_ms: int
+    note: str | None
+    seq: int
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """
+    One page of L{ISubmissionStore.list_tasks}.
+
+    @ivar tasks: Newest status timestamp first (then highest C{seq} first).
+    @ivar total: How many tasks match the filters, before paging.
+    @ivar next_after: The keyset cursor C{(updated_at_ms, seq)} of the last
+        task on this page when more follow, else None.
+    """
+
+    tasks: list[StoredTask]
+    total: int
+    next_after: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class StoreEvent:
+    """
+    Something was committed: a submission (C{kind="submitted"}) or a review
+    decision (C{kind="decided"}). It carries ids only; listeners read the
+    task.
+    """
+
+    kind: str
+    task_id: str
+
+
+class AlreadyDecided(Exception):
+    """The submission already has a decision; decisions are never replaced."""
+
+
 class StoreError(Exception):
     """
     The store could not do what was asked (disk full, database gone, schema
@@ -87,6 +140,55 @@ class ISubmissionStore(Interface):
         @return: A L{Deferred} that fires with L{None} only after the
             submission is committed and synced to stable storage, or fails
             with L{StoreError}. Concurrent appends may share one transaction.
+        """
+
+    def get(receipt_id: str) -> Deferred[StoredTask | None]:
+        """
+        Read everything about one submission.
+
+        @return: A L{Deferred} that fires with the L{StoredTask}, or with
+            L{None} when no submission has that id.
+        """
+
+    def list_tasks(
+        *,
+        limit: int,
+        state: str | None = None,
+        updated_after_ms: int | None = None,
+        context_id: str | None = None,
+        after: tuple[int, int] | None = None,
+    ) -> Deferred[TaskPage]:
+        """
+        List submissions, newest status timestamp first (ties: newest
+        arrival first), with keyset paging.
+
+        @param limit: The page size (at least 1).
+        @param state: Only tasks in this TaskState.
+        @param updated_after_ms: Only tasks whose status timestamp is at or
+            after this time.
+        @param context_id: Only the task with this contextId.
+        @param after: The cursor of the previous page: only tasks strictly
+            after C{(updated_at_ms, seq)} in the order above.
+        """
+
+    def decide(
+        receipt_id: str, state: str, at_ms: int, note: str | None
+    ) -> Deferred[StoredTask | None]:
+        """
+        Append a review decision: C{state} is L{STATE_COMPLETED} (accepted)
+        or L{STATE_REJECTED}.
+
+        @return: A L{Deferred} that fires, after the commit, with the task in
+            its new state, or with None when no submission has that id; it
+            fails with L{AlreadyDecided} when a decision exists.
+        """
+
+    def subscribe(listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+        """
+        Call C{listener} (on the reactor thread, in commit order) with a
+        L{StoreEvent} after every committed submission or decision.
+
+        @return: A function that unsubscribes.
         """
 
     def status(receipt_id: str) -> Deferred[TaskStatusRecord | None]:

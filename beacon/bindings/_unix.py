@@ -1,0 +1,417 @@
+"""
+The operator's doors: the JSON-RPC over unix socket binding (seed 000) and,
+for hosts without unix sockets, a loopback HTTP door gated by a bearer token.
+
+Wire contract of the socket (binding C{https://agentd.dev/a2a/binding/jsonrpc-unix},
+interface URL C{unix:///<absolute path>})::
+
+    The A2A JSON-RPC binding as HTTP/1.1 over a unix stream socket, unchanged:
+    POST /                             JSON-RPC (streams as text/event-stream)
+    GET  /.well-known/agent-card.json  the operator card
+    A2A-Version on every request; A2A-Extensions echoed when activated.
+    The Host header means nothing.
+
+Who may connect is the kernel's answer, not a header's:
+
+  - the socket is bound with mode 0600 inside a 0700 staging directory beside
+    its final path, then renamed into place, so no other user can reach it
+    even for a moment;
+  - every connection's peer credentials are read with C{SO_PEERCRED}; only the
+    daemon's own uid, or root, is served; any other connection is closed
+    before a byte of HTTP is read and logged as C{a2a.unix.denied};
+  - a stale socket (a socket file nothing answers on) is replaced; a live one
+    stops start-up; anything else at the path (a file, a directory, a
+    symlink) is never followed or replaced: start-up stops.
+
+The bearer door answers every request, the card included, only with
+C{Authorization: Bearer <token>} (a per-boot token of 256 random bits,
+compared in constant time); otherwise HTTP 401 with C{WWW-Authenticate:
+Bearer} and a JSON-RPC error body (code -31401). Its URL and token are written
+to a 0600 discovery file once the port is bound, and removed on stop.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import json
+import os
+import secrets
+import socket
+import stat
+import struct
+import tempfile
+from typing import Any, Callable
+
+from twisted.application.service import Service
+from twisted.internet import unix
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.interfaces import IListeningPort, ITransport
+from twisted.logger import Logger
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
+from twisted.web import server
+from twisted.web.resource import IResource, Resource
+
+from beacon.protocol import dumps
+
+log = Logger()
+
+#: The binding URI of seed 000.
+UNIX_BINDING = "https://agentd.dev/a2a/binding/jsonrpc-unix"
+#: The longest unix socket path the kernel accepts (sun_path, with its NUL).
+MAX_SOCKET_PATH = 107
+_PEERCRED = struct.Struct("3i")
+
+
+def socket_url(path: str) -> str:
+    """The C{unix:///...} interface URL of a socket path."""
+    return "unix://" + os.path.abspath(path)
+
+
+def peer_credentials(transport: ITransport) -> tuple[int, int, int] | None:
+    """
+    The C{(pid, uid, gid)} of a unix stream transport's peer, read with
+    C{SO_PEERCRED}; None when the transport has no such socket.
+    """
+    handle = getattr(transport, "getHandle", lambda: None)()
+    if not isinstance(handle, socket.socket) or handle.family != socket.AF_UNIX:
+        return None
+    raw = handle.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return pid, uid, gid
+
+
+class _PeerCheckedProtocol(ProtocolWrapper):
+    """
+    Serves the wrapped protocol only to an allowed peer; closes any other
+    connection before passing it a byte.
+    """
+
+    denied = False
+    peer_uid: int | None = None
+
+    def makeConnection(self, transport: ITransport) -> None:
+        factory: PeerCheckedFactory = self.factory  # type: ignore[assignment]
+        credentials = factory.credentials(transport)
+        if credentials is None or credentials[1] not in factory.allowed_uids:
+            self.denied = True
+            self.transport = transport
+            pid, uid = (credentials[0], credentials[1]) if credentials else (-1, -1)
+            log.warn(
+                "a2a.unix.denied: closed a connection from uid {uid} (pid {pid}) to {path}",
+                uid=uid,
+                pid=pid,
+                path=factory.path,
+            )
+            transport.loseConnection()
+            return
+        self.peer_uid = credentials[1]
+        self.peer_pid = credentials[0]
+        super().makeConnection(transport)
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self.denied:
+            super().dataReceived(data)
+
+    def connectionLost(self, reason: Any) -> None:
+        if self.denied:
+            self.factory.unregisterProtocol(self)
+            return
+        super().connectionLost(reason)
+
+
+class PeerCheckedFactory(WrappingFactory):
+    """
+    Wraps a factory so that only connections from allowed uids reach it.
+    """
+
+    protocol = _PeerCheckedProtocol
+
+    def __init__(
+        self,
+        wrapped: Any,
+        path: str,
+        allowed_uids: frozenset[int] | None = None,
+        credentials: Callable[[ITransport], tuple[int, int, int] | None] = peer_credentials,
+    ) -> None:
+        """
+        @param wrapped: The factory to protect (the operator's Site).
+        @param path: The socket path, for log messages.
+        @param allowed_uids: Who is served; the daemon's own uid and root
+            by default.
+        @param credentials: Reads a transport's peer credentials.
+        """
+        super().__init__(wrapped)
+        self.path = path
+        self.allowed_uids = (
+            allowed_uids if allowed_uids is not None else frozenset({os.getuid(), 0})
+        )
+        self.credentials = credentials
+
+
+def operator_of(request: server.Request) -> str:
+    """
+    Name the operator behind a request on the socket: C{uid:<n>}.
+    """
+    transport = getattr(request.channel, "transport", None)
+    uid = getattr(transport, "peer_uid", None)
+    return f"uid:{uid}" if uid is not None else "operator"
+
+
+class SocketInUse(Exception):
+    """Something already occupies the socket path."""
+
+
+def _check_path(path: str) -> None:
+    """
+    Make way for a new socket at C{path}: remove a stale socket; refuse a
+    live one or anything that is not a socket.
+
+    @raise SocketInUse: The path is taken.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise SocketInUse(f"{path} is a symbolic link; refusing to follow or replace it")
+    if not stat.S_ISSOCK(info.st_mode):
+        raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except OSError as e:
+        if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise SocketInUse(f"cannot tell whether {path} is in use: {e.strerror}") from None
+    else:
+        raise SocketInUse(f"another process (another Beacon?) is answering on {path}")
+    finally:
+        probe.close()
+    os.unlink(path)
+    log.info("a2a.unix.stale_removed: removed a stale socket at {path}", path=path)
+
+
+def bind_socket(path: str) -> socket.socket:
+    """
+    Create a listening unix socket at C{path} that nobody but this user can
+    reach at any moment: bound with mode 0600 inside a fresh 0700 staging
+    directory beside C{path}, then renamed into place.
+
+    @raise SocketInUse: The path is taken (see L{_check_path}).
+    @raise OSError: The socket cannot be made.
+    """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise OSError(errno.ENAMETOOLONG, f"socket path is longer than {MAX_SOCKET_PATH} bytes")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    _check_path(path)
+    staging = tempfile.mkdtemp(prefix=".operator-", dir=directory)
+    staged = os.path.join(staging, "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(staged)
+        finally:
+            os.umask(old_umask)
+        os.chmod(staged, 0o600)
+        listener.listen(128)
+        listener.setblocking(False)
+        # rename() would replace a socket that appeared meanwhile; link() +
+        # unlink() never replaces anything.
+        os.link(staged, path)
+        os.unlink(staged)
+    except BaseException:
+        listener.close()
+        if os.path.lexists(staged):
+            os.unlink(staged)
+        raise
+    finally:
+        os.rmdir(staging)
+    return listener
+
+
+class OperatorSocket(Service):
+    """
+    The operator's unix socket as a service: bound (safely) at start,
+    removed at stop.
+    """
+
+    def __init__(self, reactor: Any, path: str, factory: Any) -> None:
+        """
+        @param reactor: A reactor with unix socket support.
+        @param path: Where the socket goes.
+        @param factory: The (peer-checked) factory that serves it.
+        """
+        self._reactor = reactor
+        self.path = os.path.abspath(path)
+        self._factory = factory
+        self._port: IListeningPort | None = None
+        self._inode: tuple[int, int] | None = None
+
+    def privilegedStartService(self) -> None:
+        """
+        Bind the socket.
+
+        @raise beacon.service.StartupError: It cannot be bound.
+        """
+        super().privilegedStartService()
+        if self._port is not None:
+            return
+        from beacon.service import StartupError
+
+        try:
+            listener = bind_socket(self.path)
+        except SocketInUse as e:
+            log.critical("a2a.unix.listen_failed: {reason}", reason=str(e))
+            raise StartupError(f"operator socket: {e}") from None
+        except OSError as e:
+            log.critical(
+                "a2a.unix.listen_failed: cannot listen on {path}: {reason}",
+                path=self.path,
+                reason=e.strerror,
+            )
+            raise StartupError(f"operator socket: cannot listen on {self.path}: {e.strerror}") from None
+        info = os.lstat(self.path)
+        self._inode = (info.st_dev, info.st_ino)
+        # reactor.adoptStreamPort would chmod the socket to Port's default
+        # 0666 and name it by its staging path; a Port built for the final
+        # path with mode 0600 that takes over the bound socket does neither.
+        port = unix.Port(self.path, self._factory, 128, 0o600, self._reactor)
+        port._preexistingSocket = listener
+        try:
+            port.startListening()
+        except BaseException:
+            listener.close()
+            raise
+        self._port = port
+        log.info("a2a.unix.listening: operator socket {path}", path=self.path)
+
+    def startService(self) -> None:
+        """Bind, unless L{privilegedStartService} did."""
+        super().startService()
+        self.privilegedStartService()
+
+    def stopService(self) -> Deferred[None]:
+        """Stop listening and remove the socket (if it is still ours)."""
+        super().stopService()
+        port, self._port = self._port, None
+        stopped: Deferred[Any] = maybeDeferred(port.stopListening) if port else succeed(None)
+
+        def remove(_: Any) -> None:
+            try:
+                info = os.lstat(self.path)
+            except FileNotFoundError:
+                return
+            if (info.st_dev, info.st_ino) == self._inode:
+                os.unlink(self.path)
+
+        return stopped.addCallback(remove)
+
+
+class BearerGate(Resource):
+    """
+    Lets a request through to C{resource} only with the right bearer token;
+    answers anything else with 401, C{WWW-Authenticate: Bearer} and a
+    JSON-RPC error body (-31401, as seed 000 maps it).
+    """
+
+    isLeaf = False
+
+    def __init__(self, resource: IResource, token: str) -> None:
+        super().__init__()
+        self._resource = resource
+        self._expected = b"Bearer " + token.encode("ascii")
+
+    def _authorized(self, request: server.Request) -> bool:
+        given = request.getHeader(b"Authorization") or b""
+        return hmac.compare_digest(given, self._expected)
+
+    def getChildWithDefault(self, path: bytes, request: server.Request) -> IResource:
+        if not self._authorized(request):
+            return _Unauthorized()
+        request.prepath.pop()
+        request.postpath.insert(0, path)
+        return self._resource
+
+    def render(self, request: server.Request) -> bytes:
+        return _Unauthorized().render(request)
+
+
+class _Unauthorized(Resource):
+    isLeaf = True
+
+    def render(self, request: server.Request) -> bytes:
+        request.setResponseCode(401)
+        request.setHeader(b"WWW-Authenticate", b'Bearer realm="beacon-operator"')
+        request.setHeader(b"Content-Type", b"application/json")
+        return dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -31401,
+                    "message": "a bearer token is required (see the operator discovery file)",
+                    "data": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": "UNAUTHENTICATED",
+                            "domain": "a2a-protocol.org",
+                        }
+                    ],
+                },
+            }
+        )
+
+
+def new_token() -> str:
+    """A per-boot bearer token: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def write_discovery_file(path: str, url: str, token: str) -> None:
+    """
+    Write C{{"url": ..., "token": ...}} to C{path}, readable by this user
+    only (created 0600, then renamed into place).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=".operator-http-", dir=directory)
+    try:
+        os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "w") as f:
+            json.dump({"url": url, "token": token}, f)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+class RootEndpoint(Resource):
+    """
+    Puts a JSON-RPC resource at the root path C{/} (the interface URL names
+    the socket, so the path is the root), with other resources beside it
+    (the card under C{/.well-known/}).
+    """
+
+    def __init__(self, endpoint: IResource) -> None:
+        super().__init__()
+        self._endpoint = endpoint
+
+    def getChild(self, path: bytes, request: server.Request) -> IResource:
+        if path == b"":
+            return self._endpoint
+        return _NotFoundJSON()
+
+    def render(self, request: server.Request) -> Any:
+        return self._endpoint.render(request)
+
+
+class _NotFoundJSON(Resource):
+    isLeaf = True
+
+    def render(self, request: server.Request) -> bytes:
+        request.setResponseCode(404)
+        request.setHeader(b"Content-Type", b"application/json")
+        return dumps({"error": {"code": "not_found", "message": "no such resource"}})

@@ -1,0 +1,426 @@
+"""
+The operator policy: what the people who read the inbox may do, through the
+operator's kernel-authenticated door. Everything is visible; decisions are
+appended; changes stream live.
+
+  - ListTasks: every submission, newest status timestamp first, with the
+    spec's filters and opaque keyset page tokens;
+  - GetTask: the whole task: the submitted message in C{history}, the
+    status, and a decision's note as the status message;
+  - SubscribeToTask: the current Task, then its status changes, closing at a
+    terminal state;
+  - the review extension (L{REVIEW_EXTENSION}): C{beacon.review.Decide}
+    appends a decision (accept or reject, with an optional note);
+  - the inbox-events extension (L{INBOX_EVENTS_EXTENSION}):
+    C{beacon.inbox.Follow} streams new submissions and decisions as they
+    are committed.
+
+Decisions are an extension method, not SendMessage on the task: a decision
+is not a message in the task's conversation (the submitter never sees the
+note), it must never be confused with a submission, and a method of its own
+gets typed params and errors of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from beacon.intake._public import receipt_of
+from beacon.protocol import (
+    CallContext,
+    EventStream,
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionMethod,
+    IA2AHandler,
+    InternalError,
+    InvalidParamsError,
+    Method,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    format_timestamp,
+)
+from beacon.protocol import _types as types
+from beacon.protocol._types import _parser, _Reader
+from beacon.store import (
+    STATE_COMPLETED,
+    STATE_REJECTED,
+    AlreadyDecided,
+    ISubmissionStore,
+    StoredTask,
+    StoreEvent,
+)
+
+#: The review extension: decisions on submissions.
+REVIEW_EXTENSION = "https://beacon.unownedminds.com/extensions/review/v1"
+#: The inbox-events extension: a live stream of the inbox.
+INBOX_EVENTS_EXTENSION = "https://beacon.unownedminds.com/extensions/inbox-events/v1"
+
+DECISIONS = {"accept": STATE_COMPLETED, "reject": STATE_REJECTED}
+TERMINAL_STATES = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+}
+#: Longest decision note accepted, in characters.
+MAX_NOTE_LENGTH = 4000
+
+DEFAULT_PAGE_SIZE = 50
+_TOKEN = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
+
+
+def _decide_request(reader: _Reader) -> tuple[str, str, str | None]:
+    task_id = reader.string("id", required=True, limit=types.MAX_ID_LENGTH)
+    decision = reader.string("decision", required=True)
+    if decision and decision not in DECISIONS:
+        reader._fail("decision", 'must be "accept" or "reject"')
+    note = reader.string("note", limit=MAX_NOTE_LENGTH) or None
+    return task_id, decision, note
+
+
+def _follow_request(reader: _Reader) -> None:
+    return None
+
+
+#: The operator policy's extension methods.
+EXTENSION_METHODS = {
+    "beacon.review.Decide": ExtensionMethod(
+        REVIEW_EXTENSION, Method(_parser(_decide_request), "decide")
+    ),
+    "beacon.inbox.Follow": ExtensionMethod(
+        INBOX_EVENTS_EXTENSION,
+        Method(_parser(_follow_request), "follow", streaming=True),
+    ),
+}
+
+
+def encode_page_token(after: tuple[int, int]) -> str:
+    """An opaque page token for the keyset position C{after}."""
+    raw = f"{after[0]}.{after[1]}".encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_page_token(token: str) -> tuple[int, int]:
+    """
+    Read a page token.
+
+    @raise InvalidParamsError: It is not one of ours.
+    """
+    bad = InvalidParamsError(field_violations=[("pageToken", "is not a valid page token")])
+    if not _TOKEN.match(token):
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+        updated, seq = raw.split(".")
+        if not (updated.isdigit() and seq.isdigit()):
+            raise ValueError(raw)
+        return int(updated), int(seq)
+    except ValueError:
+        raise bad from None
+
+
+def submitted_message(task: StoredTask) -> dict[str, Any]:
+    """The submission as the A2A Message it was (or maps onto)."""
+    submission = task.submission
+    document = json.loads(submission.content)
+    if "message" in document:
+        part: dict[str, Any] = {"data": document["message"], "mediaType": "application/json"}
+    else:
+        part = {"text": document["text"]}
+    return {
+        "messageId": submission.message_id or submission.id,
+        "role": "ROLE_USER",
+        "contextId": submission.context_id,
+        "taskId": submission.id,
+        "parts": [part],
+    }
+
+
+def task_status(task: StoredTask) -> dict[str, Any]:
+    """The TaskStatus, with a decision (and its note) as the status message."""
+    status: dict[str, Any] = {
+        "state": task.state,
+        "timestamp": format_timestamp(task.updated_at_ms),
+    }
+    if task.state in (STATE_COMPLETED, STATE_REJECTED):
+        decision = "accept" if task.state == STATE_COMPLETED else "reject"
+        status["message"] = {
+            "messageId": f"{task.submission.id}-decision",
+            "role": "ROLE_AGENT",
+            "contextId": task.submission.context_id,
+            "taskId": task.submission.id,
+            "parts": [{"text": task.note or ("accepted" if decision == "accept" else "rejected")}],
+            "metadata": {REVIEW_EXTENSION: {"decision": decision, "hasNote": task.note is not None}},
+            "extensions": [REVIEW_EXTENSION],
+        }
+    return status
+
+
+def full_task(task: StoredTask, history_length: int | None = None) -> dict[str, Any]:
+    """
+    The operator's view of a task.
+
+    @param history_length: As A2A's historyLength: None for all (the one
+        submitted message), 0 for none.
+    """
+    submission = task.submission
+    result: dict[str, Any] = {
+        "id": submission.id,
+        "contextId": submission.context_id,
+        "status": task_status(task),
+        "metadata": {
+            "receipt": receipt_of(submission),
+            "door": submission.door,
+            "source": submission.source,
+            "kind": submission.kind,
+        },
+    }
+    if history_length is None or history_length > 0:
+        result["history"] = [submitted_message(task)]
+    return result
+
+
+def status_update(task: StoredTask) -> dict[str, Any]:
+    """A StreamResponse carrying a TaskStatusUpdateEvent for C{task}."""
+    return {
+        "statusUpdate": {
+            "taskId": task.submission.id,
+            "contextId": task.submission.context_id,
+            "status": task_status(task),
+        }
+    }
+
+
+@implementer(IA2AHandler)
+class OperatorPolicy:
+    """
+    The operator's methods over a submission store.
+    """
+
+    log = Logger()
+
+    def __init__(self, store: ISubmissionStore, clock: IReactorTime) -> None:
+        """
+        @param store: The inbox.
+        @param clock: Read for decision timestamps.
+        """
+        self._store = store
+        self._clock = clock
+
+    def _task(self, task_id: str) -> Deferred[StoredTask]:
+        def found(task: StoredTask | None) -> StoredTask:
+            if task is None:
+                raise TaskNotFoundError()
+            return task
+
+        return self._store.get(task_id).addCallback(found)
+
+    @inlineCallbacks
+    def get_task(self, context: CallContext, request: types.GetTaskRequest) -> Any:
+        """The whole task."""
+        task = yield self._task(request.id)
+        return full_task(task, request.history_length)
+
+    @inlineCallbacks
+    def list_tasks(self, context: CallContext, request: types.ListTasksRequest) -> Any:
+        """Every submission, with the spec's filters and keyset paging."""
+        after = decode_page_token(request.page_token) if request.page_token else None
+        size = request.page_size or DEFAULT_PAGE_SIZE
+        state = None if request.status == "TASK_STATE_UNSPECIFIED" else request.status
+        updated_after = (
+            int(request.status_timestamp_after.timestamp() * 1000)
+            if request.status_timestamp_after is not None
+            else None
+        )
+        page = yield self._store.list_tasks(
+            limit=size,
+            state=state,
+            updated_after_ms=updated_after,
+            context_id=request.context_id or None,
+            after=after,
+        )
+        return {
+            "tasks": [full_task(t, request.history_length) for t in page.tasks],
+            "nextPageToken": encode_page_token(page.next_after) if page.next_after else "",
+            "pageSize": size,
+            "totalSize": page.total,
+        }
+
+    @inlineCallbacks
+    def cancel_task(self, context: CallContext, request: types.CancelTaskRequest) -> Any:
+        """Refused: decide instead (the store is append-only)."""
+        yield self._task(request.id)
+        raise TaskNotCancelableError(
+            "submissions cannot be canceled; accept or reject them with beacon.review.Decide"
+        )
+
+    def send_message(self, context: CallContext, request: Any) -> Any:
+        """Refused: the operator door reads and decides; agents submit."""
+        raise UnsupportedOperationError(
+            "the operator door does not take submissions; use a public door"
+        )
+
+    def send_streaming_message(self, context: CallContext, request: Any) -> Any:
+        """Refused, as SendMessage."""
+        return self.send_message(context, request)
+
+    @inlineCallbacks
+    def decide(self, context: CallContext, request: tuple[str, str, str | None]) -> Any:
+        """
+        Append a decision; answer with the task in its new state.
+        """
+        task_id, decision, note = request
+        now = int(self._clock.seconds() * 1000)
+        try:
+            task = yield self._store.decide(task_id, DECISIONS[decision], now, note)
+        except AlreadyDecided:
+            current = yield self._task(task_id)
+            raise UnsupportedOperationError(
+                f"this submission was already decided ({current.state}); "
+                "decisions are final",
+                metadata={"state": current.state},
+            ) from None
+        if task is None:
+            raise TaskNotFoundError()
+        self.log.info(
+            "review.decided: {task_id} {decision} by {operator}",
+            task_id=task_id,
+            decision=decision,
+            operator=context.source,
+        )
+        return full_task(task)
+
+    @inlineCallbacks
+    def subscribe_to_task(
+        self, context: CallContext, request: types.SubscribeToTaskRequest
+    ) -> Any:
+        """
+        The current Task, then its status changes; closes at a terminal state.
+        """
+        task = yield self._task(request.id)
+        if task.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                "the task is in a terminal state; GetTask shows it"
+            )
+        stream = EventStream()
+
+        def snapshot(current: StoredTask | None) -> None:
+            if current is not None:
+                stream.send({"task": full_task(current)})
+                if current.state in TERMINAL_STATES:
+                    stream.close()
+
+        def changed(event: StoreEvent) -> Deferred[None] | None:
+            if event.task_id != request.id or event.kind != "decided":
+                return None
+            return self._store.get(event.task_id).addCallback(relay)
+
+        def relay(current: StoredTask | None) -> None:
+            if current is not None:
+                stream.send(status_update(current))
+                if current.state in TERMINAL_STATES:
+                    stream.close()
+
+        # Subscribe first, then read the snapshot, so that no change falls
+        # between the two.
+        self._follow(stream, changed, lambda: self._store.get(task.submission.id).addCallback(snapshot))
+        return stream
+
+    def follow(self, context: CallContext, request: None) -> EventStream:
+        """
+        Stream the inbox live: each committed submission as a C{task}
+        event (without history), each decision as a C{statusUpdate}.
+        """
+        stream = EventStream()
+
+        def changed(event: StoreEvent) -> Deferred[None]:
+            return self._store.get(event.task_id).addCallback(relay, event)
+
+        def relay(task: StoredTask | None, event: StoreEvent) -> None:
+            if task is None:
+                return
+            if event.kind == "submitted":
+                stream.send({"task": full_task(task, history_length=0)})
+            else:
+                stream.send(status_update(task))
+
+        self._follow(stream, changed)
+        return stream
+
+    def _follow(
+        self,
+        stream: EventStream,
+        changed: Any,
+        first: Callable[[], Deferred[Any]] | None = None,
+    ) -> None:
+        """
+        Feed C{stream} from store events, one at a time, in commit order,
+        until it ends; C{first}, if given, runs once subscribed and before
+        any event is relayed.
+        """
+        tail: Deferred[Any] = succeed(None)
+
+        def failed(reason: Failure) -> None:
+            self.log.failure("operator.stream_failed", reason)
+            stream.fail(InternalError("the stream broke; subscribe again"))
+
+        def step(_: Any, event: StoreEvent) -> Any:
+            return None if stream.finished else changed(event)
+
+        def listener(event: StoreEvent) -> None:
+            # One Deferred chain per stream: each event's read waits for the
+            # previous one, so events leave in commit order.
+            tail.addCallback(step, event).addErrback(failed)
+
+        stream.on_cancel(self._store.subscribe(listener))
+        if first is not None:
+            tail.addCallback(lambda _: first()).addErrback(failed)
+
+    def _no_push(self, context: CallContext, request: Any) -> Any:
+        raise PushNotificationNotSupportedError(
+            "Beacon never initiates contact: push notifications are not offered"
+        )
+
+    create_push_config = _no_push
+    get_push_config = _no_push
+    list_push_configs = _no_push
+    delete_push_config = _no_push
+
+    def get_extended_card(self, context: CallContext, request: Any) -> Any:
+        """Refused: the operator card is the whole card."""
+        raise ExtendedAgentCardNotConfiguredError()
+
+
+#: The operator card's AgentExtension entries.
+EXTENSION_DECLARATIONS: list[dict[str, Any]] = [
+    {
+        "uri": REVIEW_EXTENSION,
+        "description": (
+            "Review decisions. Method beacon.review.Decide, params {id, "
+            'decision: "accept" | "reject", note?}: appends a final decision '
+            "and answers the Task (TASK_STATE_COMPLETED or TASK_STATE_REJECTED, "
+            "the note as its status message). Submitters see the state only."
+        ),
+        "required": False,
+    },
+    {
+        "uri": INBOX_EVENTS_EXTENSION,
+        "description": (
+            "Live inbox. Method beacon.inbox.Follow (no params) answers "
+            "text/event-stream: a {task} event for each new submission and a "
+            "{statusUpdate} event for each decision, in commit order."
+        ),
+        "required": False,
+    },
+]
