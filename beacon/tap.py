@@ -5,12 +5,12 @@ where the global reactor is imported.
 
 from __future__ import annotations
 
-from typing import Any
-
-from twisted.application.service import IService
+from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
+from beacon.service import StartupError
+from beacon.store import StoreError
 
 
 class Options(usage.Options):
@@ -87,6 +87,26 @@ def _check_endpoints(descriptions: tuple[str, ...]) -> None:
             ) from None
 
 
+class _StartupGuard(MultiService):
+    """
+    The root under twistd: a start-up failure (a listener that cannot bind, a
+    store that cannot open) ends twistd with its one-line message instead of
+    a traceback.
+    """
+
+    def privilegedStartService(self) -> None:
+        try:
+            super().privilegedStartService()
+        except (StartupError, StoreError) as e:
+            raise SystemExit(f"beacon: cannot start: {e}") from None
+
+    def startService(self) -> None:
+        try:
+            super().startService()
+        except (StartupError, StoreError) as e:
+            raise SystemExit(f"beacon: cannot start: {e}") from None
+
+
 def makeService(options: Options) -> IService:
     """
     Wire the service tree from the checked configuration.
@@ -96,5 +116,6 @@ def makeService(options: Options) -> IService:
     from beacon.service import makeService as make
 
     assert options.config is not None
-    service: Any = make(options.config, reactor)
-    return service
+    guard = _StartupGuard()
+    make(options.config, reactor).setServiceParent(guard)
+    return guard
