@@ -1,7 +1,9 @@
 """
-The submission store: one behaviour suite over SQLiteStore and MemoryStore,
-and the SQLite backend's own promises (group commit, durability settings,
-schema versioning, append-only triggers, orderly stop).
+The submission store: one behaviour suite over SQLiteStore and MemoryStore
+(appends, status, the review surface's get, list_tasks and decide, and
+listeners), and the SQLite backend's own promises (group commit shared by
+appends and decisions, durability settings, schema versioning, append-only
+triggers, one decision per submission in the database itself, orderly stop).
 
 SQLiteStore runs its thread pools against the real global reactor that
 pytest-twisted runs; tests wait on Deferreds, never on time.
@@ -11,27 +13,35 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sqlite3
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_twisted
 from twisted.internet import reactor as _reactor
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.defer import gatherResults
+from twisted.logger import formatEvent
 from twisted.python.filepath import FilePath
+from twisted.python.threadable import isInIOThread
 from zope.interface.verify import verifyObject
 
 from beacon.store import (
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
+    AlreadyDecided,
     ISubmissionStore,
     SQLiteStore,
+    StoredTask,
     StoreError,
+    StoreEvent,
     Submission,
+    TaskPage,
     TaskStatusRecord,
 )
 from beacon.store._sqlite import SCHEMA_VERSION
@@ -42,8 +52,19 @@ reactor = IReactorFromThreads(_reactor)
 Store = SQLiteStore | MemoryStore
 
 
+#: Submission n is received at T0 + n unless told otherwise.
+T0 = 1_700_000_000_000
+
+#: A decision time after every receipt.
+DECIDED_AT = 1_800_000_000_000
+
+
 def submission(
-    n: int, *, id: str | None = None, content: bytes | None = None
+    n: int,
+    *,
+    id: str | None = None,
+    content: bytes | None = None,
+    received_at_ms: int | None = None,
 ) -> Submission:
     """
     A distinct, well-formed submission numbered C{n}.
@@ -53,7 +74,7 @@ def submission(
     return Submission(
         id=id if id is not None else f"receipt-{n:04d}",
         context_id=f"context-{n:04d}",
-        received_at_ms=1_700_000_000_000 + n,
+        received_at_ms=T0 + n if received_at_ms is None else received_at_ms,
         door="a2a-jsonrpc",
         source="192.0.2.1",
         kind="text",
@@ -79,25 +100,75 @@ def raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(str(path), isolation_level=None)
 
 
-def record_decision(
-    store: Store, db: Path, receipt_id: str, state: str, at_ms: int
-) -> None:
+async def all_pages(
+    store: Store, limit: int, **filters: Any
+) -> tuple[list[StoredTask], list[TaskPage]]:
     """
-    Append a review event the way each backend keeps them (the store
-    interface cannot record decisions yet).
+    Every task matching C{filters}, page by page.
     """
-    if isinstance(store, MemoryStore):
-        store.append_decision(receipt_id, state, at_ms, "note")
-        return
-    connection = raw(db)
-    try:
-        connection.execute(
-            "INSERT INTO events (submission_id, at_ms, state, note)"
-            " VALUES (?, ?, ?, ?)",
-            (receipt_id, at_ms, state, "note"),
-        )
-    finally:
-        connection.close()
+    tasks: list[StoredTask] = []
+    pages: list[TaskPage] = []
+    after: tuple[int, int] | None = None
+    while True:
+        page = await store.list_tasks(limit=limit, after=after, **filters)
+        pages.append(page)
+        tasks.extend(page.tasks)
+        if page.next_after is None:
+            return tasks, pages
+        after = page.next_after
+
+
+class Heard:
+    """
+    A store listener that records events and lets a test wait for them.
+
+    SQLiteStore tells its listeners right after the Deferreds of a batch
+    fired, so a test awaiting a write resumes before the listeners ran;
+    C{await heard.count(n)} waits for the n-th event instead. Subscribe it
+    last: when it hears an event, every other listener already has.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.events: list[StoreEvent] = []
+        self._waiting: list[tuple[int, Deferred[list[StoreEvent]]]] = []
+        self.unsubscribe = store.subscribe(self)
+
+    def __call__(self, event: StoreEvent) -> None:
+        self.events.append(event)
+        ready = [w for w in self._waiting if w[0] <= len(self.events)]
+        self._waiting = [w for w in self._waiting if w[0] > len(self.events)]
+        for _, waiter in ready:
+            waiter.callback(list(self.events))
+
+    def count(self, n: int) -> Deferred[list[StoreEvent]]:
+        """
+        Fire with every event heard once there are at least C{n}.
+        """
+        if len(self.events) >= n:
+            return succeed(list(self.events))
+        waiter: Deferred[list[StoreEvent]] = Deferred()
+        self._waiting.append((n, waiter))
+        return waiter
+
+
+def ids(tasks: list[StoredTask]) -> list[str]:
+    """
+    The receipt ids of C{tasks}, in order.
+    """
+    return [task.submission.id for task in tasks]
+
+
+def newest_first(appended: list[Submission], decided: dict[str, int]) -> list[str]:
+    """
+    The ids of C{appended} (in append order) as list_tasks must order them:
+    by status time (the decision's when decided), then by arrival, newest
+    first.
+    """
+    keyed = [
+        (decided.get(s.id, s.received_at_ms), arrival, s.id)
+        for arrival, s in enumerate(appended)
+    ]
+    return [id_ for _, _, id_ in sorted(keyed, reverse=True)]
 
 
 @pytest.fixture
@@ -169,19 +240,21 @@ async def test_unknown_id(store: Store) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_state_from_newest_event(store: Store, db: Path) -> None:
+async def test_state_from_decision(store: Store) -> None:
     """
-    A task's state and update time come from its newest event, and a task
-    without events stays submitted.
+    A decided task's state and update time come from its decision, and a
+    task without one stays submitted as of its receipt.
     """
     decided, untouched = submission(1), submission(2)
     await store.append(decided)
     await store.append(untouched)
-    record_decision(store, db, decided.id, STATE_REJECTED, 1_800_000_000_000)
-    record_decision(store, db, decided.id, STATE_COMPLETED, 1_800_000_000_500)
-    status = await store.status(decided.id)
-    assert status is not None
-    assert (status.state, status.updated_at_ms) == (STATE_COMPLETED, 1_800_000_000_500)
+    await store.decide(decided.id, STATE_REJECTED, DECIDED_AT, "note")
+    assert await store.status(decided.id) == TaskStatusRecord(
+        id=decided.id,
+        context_id=decided.context_id,
+        state=STATE_REJECTED,
+        updated_at_ms=DECIDED_AT,
+    )
     status = await store.status(untouched.id)
     assert status is not None
     assert (status.state, status.updated_at_ms) == (
@@ -217,7 +290,478 @@ async def test_many_appends_all_stored(store: Store) -> None:
     assert [status and status.id for status in statuses] == [s.id for s in batch]
 
 
-# The fake's own hook.
+# The review surface: get, decide and list_tasks.
+
+
+@pytest_twisted.ensureDeferred
+async def test_get(store: Store) -> None:
+    """
+    get answers the submission exactly as stored, submitted as of its
+    receipt, without a note; seq grows in arrival order; an unknown id is
+    None.
+    """
+    first, second = submission(1), submission(2, received_at_ms=T0)
+    await store.append(first)
+    await store.append(second)
+    got_first = await store.get(first.id)
+    got_second = await store.get(second.id)
+    assert got_first is not None and got_second is not None
+    assert got_first == StoredTask(
+        submission=first,
+        state=STATE_SUBMITTED,
+        updated_at_ms=first.received_at_ms,
+        note=None,
+        seq=got_first.seq,
+    )
+    assert got_second.submission == second
+    assert got_second.seq > got_first.seq
+    assert await store.get("receipt-9999") is None
+    assert await store.get("") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_decide(store: Store) -> None:
+    """
+    decide answers the task in its new state, as of the decision, with its
+    note; get and status agree afterwards; a None note stays None.
+    """
+    accepted, rejected = submission(1), submission(2)
+    await store.append(accepted)
+    await store.append(rejected)
+    before = await store.get(accepted.id)
+    assert before is not None
+    decided = await store.decide(accepted.id, STATE_COMPLETED, DECIDED_AT, "looks good")
+    assert decided == StoredTask(
+        submission=accepted,
+        state=STATE_COMPLETED,
+        updated_at_ms=DECIDED_AT,
+        note="looks good",
+        seq=before.seq,
+    )
+    assert await store.get(accepted.id) == decided
+    refused = await store.decide(rejected.id, STATE_REJECTED, DECIDED_AT + 5, None)
+    assert refused is not None
+    assert (refused.state, refused.updated_at_ms, refused.note) == (
+        STATE_REJECTED,
+        DECIDED_AT + 5,
+        None,
+    )
+    status = await store.status(rejected.id)
+    assert status is not None
+    assert (status.state, status.updated_at_ms) == (STATE_REJECTED, DECIDED_AT + 5)
+
+
+@pytest_twisted.ensureDeferred
+async def test_decide_unknown_id(store: Store) -> None:
+    """
+    Deciding an id no submission has answers None and records nothing.
+    """
+    await store.append(submission(1))
+    assert await store.decide("receipt-9999", STATE_COMPLETED, DECIDED_AT, "x") is None
+    assert await store.get("receipt-9999") is None
+    page = await store.list_tasks(limit=10)
+    assert [task.state for task in page.tasks] == [STATE_SUBMITTED]
+
+
+@pytest.mark.parametrize("second_state", [STATE_COMPLETED, STATE_REJECTED])
+@pytest_twisted.ensureDeferred
+async def test_decide_only_once(store: Store, second_state: str) -> None:
+    """
+    A second decision, even the same one, fails with AlreadyDecided and
+    leaves the first in place.
+    """
+    stored = submission(1)
+    await store.append(stored)
+    first = await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "first")
+    with pytest.raises(AlreadyDecided):
+        await store.decide(stored.id, second_state, DECIDED_AT + 1, "second")
+    assert await store.get(stored.id) == first
+
+
+@pytest.mark.parametrize(
+    "state", [STATE_SUBMITTED, "TASK_STATE_WORKING", "completed", ""]
+)
+@pytest_twisted.ensureDeferred
+async def test_decide_bad_state(store: Store, state: str) -> None:
+    """
+    A decision is completed or rejected; anything else fails with
+    ValueError and records nothing.
+    """
+    stored = submission(1)
+    await store.append(stored)
+    with pytest.raises(ValueError):
+        await store.decide(stored.id, state, DECIDED_AT, None)
+    task = await store.get(stored.id)
+    assert task is not None
+    assert task.state == STATE_SUBMITTED
+    await store.decide(stored.id, STATE_REJECTED, DECIDED_AT, None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_empty(store: Store) -> None:
+    """
+    An empty store lists an empty last page.
+    """
+    assert await store.list_tasks(limit=5) == TaskPage(
+        tasks=[], total=0, next_after=None
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_bad_limit(store: Store) -> None:
+    """
+    A page holds at least one task.
+    """
+    for limit in (0, -1):
+        with pytest.raises(ValueError):
+            await store.list_tasks(limit=limit)
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_order(store: Store) -> None:
+    """
+    Tasks come newest status time first, a decision's time counting for a
+    decided task, and ties in the same millisecond go newest arrival first.
+    """
+    appended = [
+        submission(1, received_at_ms=T0 + 20),
+        submission(2, received_at_ms=T0 + 10),
+        submission(3, received_at_ms=T0 + 20),
+        submission(4, received_at_ms=T0 + 30),
+        submission(5, received_at_ms=T0 + 10),
+        submission(6, received_at_ms=T0 + 5),
+    ]
+    for s in appended:
+        await store.append(s)
+    # Decided at the receipt time of two others: three-way tie at T0 + 20.
+    await store.decide(appended[5].id, STATE_COMPLETED, T0 + 20, None)
+    # Decided into the past relative to its receipt: it sorts by decision.
+    await store.decide(appended[3].id, STATE_REJECTED, T0 + 1, None)
+    page = await store.list_tasks(limit=10)
+    assert ids(page.tasks) == [
+        appended[5].id,  # T0 + 20, newest arrival of the tie
+        appended[2].id,  # T0 + 20
+        appended[0].id,  # T0 + 20, oldest arrival of the tie
+        appended[4].id,  # T0 + 10
+        appended[1].id,  # T0 + 10
+        appended[3].id,  # T0 + 1 (decision)
+    ]
+    assert ids(page.tasks) == newest_first(
+        appended, {appended[5].id: T0 + 20, appended[3].id: T0 + 1}
+    )
+    assert [task.updated_at_ms for task in page.tasks] == [
+        T0 + 20,
+        T0 + 20,
+        T0 + 20,
+        T0 + 10,
+        T0 + 10,
+        T0 + 1,
+    ]
+    assert (page.total, page.next_after) == (6, None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_filters(store: Store) -> None:
+    """
+    state, updated_after_ms (inclusive) and context_id each filter, and
+    combine with AND; total counts what matches, not the page.
+    """
+    appended = [submission(n, received_at_ms=T0 + 10 * n) for n in range(6)]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[0].id, STATE_COMPLETED, T0 + 100, None)
+    await store.decide(appended[1].id, STATE_REJECTED, T0 + 25, None)
+    await store.decide(appended[2].id, STATE_COMPLETED, T0 + 30, None)
+
+    async def listed(**filters: Any) -> tuple[list[str], int]:
+        page = await store.list_tasks(limit=100, **filters)
+        return ids(page.tasks), page.total
+
+    a = [s.id for s in appended]
+    assert await listed(state=STATE_SUBMITTED) == ([a[5], a[4], a[3]], 3)
+    assert await listed(state=STATE_COMPLETED) == ([a[0], a[2]], 2)
+    assert await listed(state=STATE_REJECTED) == ([a[1]], 1)
+    assert await listed(state="TASK_STATE_WORKING") == ([], 0)
+    # updated_at: a0 100, a5 50, a4 40, a3 30, a2 30, a1 25.
+    assert await listed(updated_after_ms=T0 + 30) == ([a[0], a[5], a[4], a[3], a[2]], 5)
+    assert await listed(updated_after_ms=T0 + 31) == ([a[0], a[5], a[4]], 3)
+    assert await listed(updated_after_ms=T0 + 101) == ([], 0)
+    assert await listed(context_id=appended[4].context_id) == ([a[4]], 1)
+    assert await listed(context_id="context-9999") == ([], 0)
+    assert await listed(state=STATE_SUBMITTED, updated_after_ms=T0 + 40) == (
+        [a[5], a[4]],
+        2,
+    )
+    assert await listed(state=STATE_COMPLETED, updated_after_ms=T0 + 30) == (
+        [a[0], a[2]],
+        2,
+    )
+    assert await listed(state=STATE_COMPLETED, context_id=appended[4].context_id) == (
+        [],
+        0,
+    )
+    assert await listed(
+        state=STATE_REJECTED,
+        updated_after_ms=T0 + 25,
+        context_id=appended[1].context_id,
+    ) == ([a[1]], 1)
+    first = await store.list_tasks(limit=2, state=STATE_SUBMITTED)
+    assert (ids(first.tasks), first.total) == ([a[5], a[4]], 3)
+    rest = await store.list_tasks(
+        limit=2, state=STATE_SUBMITTED, after=first.next_after
+    )
+    assert (ids(rest.tasks), rest.total, rest.next_after) == ([a[3]], 3, None)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 4, 12, 13])
+@pytest_twisted.ensureDeferred
+async def test_paging_walks_everything_once(store: Store, limit: int) -> None:
+    """
+    Following next_after visits every task exactly once, in order, across
+    ties in the same millisecond (page boundaries fall inside them); every
+    page but the last is full and has a cursor, total is the same on every
+    page, and the last page has no cursor even when it is exactly full.
+    """
+    shuffle = random.Random(limit)
+    times = [T0 + t for t in (0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 5, 5)]
+    shuffle.shuffle(times)
+    appended = [submission(n, received_at_ms=t) for n, t in enumerate(times)]
+    for s in appended:
+        await store.append(s)
+    # A decision landing in an existing tie.
+    await store.decide(appended[0].id, STATE_COMPLETED, T0 + 2, None)
+    tasks, pages = await all_pages(store, limit)
+    assert ids(tasks) == newest_first(appended, {appended[0].id: T0 + 2})
+    assert len(set(ids(tasks))) == 12
+    assert [page.total for page in pages] == [12] * len(pages)
+    assert len(pages) == -(-12 // limit)
+    for page in pages[:-1]:
+        assert len(page.tasks) == limit
+        last = page.tasks[-1]
+        assert page.next_after == (last.updated_at_ms, last.seq)
+    assert pages[-1].next_after is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_paging_stable_while_submissions_arrive(store: Store) -> None:
+    """
+    Submissions arriving between pages, newer than the cursor or in the
+    cursor's very millisecond, sort before the cursor: later pages show
+    exactly the tasks that followed it, none skipped, none repeated.
+    """
+    times = [T0 + t for t in (9, 9, 9, 8, 8, 7, 7, 7, 6, 5, 5, 5, 5, 4)]
+    appended = [submission(n, received_at_ms=t) for n, t in enumerate(times)]
+    for s in appended:
+        await store.append(s)
+    expected = newest_first(appended, {})
+    seen: list[str] = []
+    arrivals: list[Submission] = []
+    after: tuple[int, int] | None = None
+    n = 100
+    while True:
+        page = await store.list_tasks(limit=3, after=after)
+        assert page.total == len(appended) + len(arrivals)
+        seen.extend(ids(page.tasks))
+        if page.next_after is None:
+            break
+        after = page.next_after
+        # One newer than everything, one in the cursor's millisecond.
+        for received_at_ms in (T0 + 50, after[0]):
+            arrival = submission(n, received_at_ms=received_at_ms)
+            n += 1
+            await store.append(arrival)
+            arrivals.append(arrival)
+    assert seen == expected
+    # The arrivals are all there, in their places, for the next reader.
+    fresh, _ = await all_pages(store, 100)
+    assert ids(fresh) == newest_first(appended + arrivals, {})
+    assert len(arrivals) == 8
+
+
+@pytest_twisted.ensureDeferred
+async def test_paging_with_filters(store: Store) -> None:
+    """
+    Paging under a filter keeps to the filter and its total.
+    """
+    appended = [submission(n, received_at_ms=T0 + n // 3) for n in range(15)]
+    for s in appended:
+        await store.append(s)
+    decided = {}
+    for s in appended[::2]:
+        await store.decide(s.id, STATE_REJECTED, T0 + 3, None)
+        decided[s.id] = T0 + 3
+    tasks, pages = await all_pages(store, 2, state=STATE_REJECTED)
+    assert ids(tasks) == [
+        id_ for id_ in newest_first(appended, decided) if id_ in decided
+    ]
+    assert {page.total for page in pages} == {8}
+    tasks, pages = await all_pages(store, 2, updated_after_ms=T0 + 3)
+    assert ids(tasks) == [
+        id_
+        for id_ in newest_first(appended, decided)
+        if decided.get(id_) or int(id_[-4:]) // 3 >= 3
+    ]
+    assert {page.total for page in pages} == {len(tasks)}
+
+
+# Listeners.
+
+
+@pytest_twisted.ensureDeferred
+async def test_listeners_hear_commits_in_order(store: Store) -> None:
+    """
+    Every stored submission and decision reaches every listener, in commit
+    order; refused and failed writes make no event.
+    """
+    first_listener: list[StoreEvent] = []
+    store.subscribe(first_listener.append)
+    heard = Heard(store)
+    first, second = submission(1), submission(2)
+    await store.append(first)
+    await store.append(second)
+    await store.decide(second.id, STATE_REJECTED, DECIDED_AT, None)
+    with pytest.raises(StoreError):
+        await store.append(submission(3, id=first.id))
+    with pytest.raises(AlreadyDecided):
+        await store.decide(second.id, STATE_COMPLETED, DECIDED_AT, None)
+    with pytest.raises(ValueError):
+        await store.decide(first.id, STATE_SUBMITTED, DECIDED_AT, None)
+    assert await store.decide("receipt-9999", STATE_COMPLETED, DECIDED_AT, None) is None
+    await store.decide(first.id, STATE_COMPLETED, DECIDED_AT, None)
+    assert await heard.count(4) == [
+        StoreEvent("submitted", first.id),
+        StoreEvent("submitted", second.id),
+        StoreEvent("decided", second.id),
+        StoreEvent("decided", first.id),
+    ]
+    assert first_listener == heard.events
+
+
+@pytest_twisted.ensureDeferred
+async def test_listener_sees_committed_task(store: Store) -> None:
+    """
+    When a listener hears of a write, it is already readable: the event
+    carries the id and the listener reads the rest.
+    """
+    reads: list[Deferred[StoredTask | None]] = []
+    store.subscribe(lambda event: reads.append(store.get(event.task_id)))
+    heard = Heard(store)
+    stored = submission(1)
+    await store.append(stored)
+    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "ok")
+    await heard.count(2)
+    tasks = await gatherResults(reads)
+    assert [task and task.submission for task in tasks] == [stored, stored]
+    assert tasks[1] is not None and tasks[1].state == STATE_COMPLETED
+
+
+@pytest_twisted.ensureDeferred
+async def test_unsubscribe(store: Store) -> None:
+    """
+    An unsubscribed listener hears nothing more; unsubscribing twice is
+    harmless; each subscription of the same callable is its own.
+    """
+    mine: list[StoreEvent] = []
+    unsubscribe = store.subscribe(mine.append)
+    second_subscription = store.subscribe(mine.append)
+    heard = Heard(store)
+    await store.append(submission(1))
+    await heard.count(1)
+    assert len(mine) == 2
+    unsubscribe()
+    unsubscribe()
+    await store.append(submission(2))
+    await heard.count(2)
+    assert mine[2:] == [StoreEvent("submitted", submission(2).id)]
+    second_subscription()
+    await store.append(submission(3))
+    await heard.count(3)
+    assert len(mine) == 3
+    heard.unsubscribe()
+    heard.unsubscribe()
+
+
+@pytest_twisted.ensureDeferred
+async def test_unsubscribe_while_notifying(store: Store) -> None:
+    """
+    A listener unsubscribed by an earlier listener is not called any more,
+    not even for the event being delivered.
+    """
+    mine: list[StoreEvent] = []
+    unsubscribe_later: list[Any] = []
+    store.subscribe(lambda event: unsubscribe_later[0]())
+    unsubscribe_later.append(store.subscribe(mine.append))
+    heard = Heard(store)
+    await store.append(submission(1))
+    await heard.count(1)
+    assert mine == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_failing_listener_is_logged_and_contained(
+    store: Store, logged_events: Any
+) -> None:
+    """
+    A listener that raises is logged as store.listener_failed, without the
+    task's id; the other listeners still hear every event and the store
+    keeps working.
+    """
+    logged_events.expect_failures()
+
+    def broken(event: StoreEvent) -> None:
+        raise RuntimeError("listener bug")
+
+    store.subscribe(broken)
+    heard = Heard(store)
+    stored = submission(1)
+    await store.append(stored)
+    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "secret note")
+    await store.append(submission(2))
+    events = await heard.count(3)
+    assert [event.kind for event in events] == ["submitted", "decided", "submitted"]
+    failures = logged_events.named("store.listener_failed")
+    assert [event["kind"] for event in failures] == [
+        "submitted",
+        "decided",
+        "submitted",
+    ]
+    for event in failures:
+        assert event["log_failure"].check(RuntimeError)
+        text = formatEvent(event)
+        assert stored.id not in text and "secret note" not in text
+    assert logged_events.failures() == failures
+    assert await store.get(submission(2).id) is not None
+
+
+@pytest_twisted.ensureDeferred
+async def test_listener_writing_keeps_commit_order(store: Store) -> None:
+    """
+    A listener that writes (here: decides what was just submitted) does not
+    reorder what the other listeners hear.
+    """
+    decisions: list[Deferred[StoredTask | None]] = []
+
+    def reviewer(event: StoreEvent) -> None:
+        if event.kind == "submitted":
+            decisions.append(
+                store.decide(event.task_id, STATE_COMPLETED, DECIDED_AT, None)
+            )
+
+    store.subscribe(reviewer)
+    heard = Heard(store)
+    await store.append(submission(1))
+    await heard.count(1)
+    await store.append(submission(2))
+    assert await heard.count(4) == [
+        StoreEvent("submitted", submission(1).id),
+        StoreEvent("decided", submission(1).id),
+        StoreEvent("submitted", submission(2).id),
+        StoreEvent("decided", submission(2).id),
+    ]
+    await gatherResults(decisions)
+
+
+# The fake's own hooks.
 
 
 @pytest_twisted.ensureDeferred
@@ -236,6 +780,56 @@ async def test_memory_fail_appends() -> None:
     assert memory.submissions == {submission(1).id: submission(1)}
 
 
+@pytest_twisted.ensureDeferred
+async def test_memory_fail_appends_fails_decisions() -> None:
+    """
+    MemoryStore.fail_appends also makes decisions fail with StoreError,
+    record nothing and tell no listener.
+    """
+    memory = MemoryStore()
+    heard: list[StoreEvent] = []
+    memory.subscribe(heard.append)
+    await memory.append(submission(1))
+    memory.fail_appends = True
+    with pytest.raises(StoreError):
+        await memory.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
+    task = await memory.get(submission(1).id)
+    assert task is not None and task.state == STATE_SUBMITTED
+    assert heard == [StoreEvent("submitted", submission(1).id)]
+    memory.fail_appends = False
+    await memory.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
+    assert heard[-1] == StoreEvent("decided", submission(1).id)
+
+
+def test_memory_listeners_are_synchronous() -> None:
+    """
+    MemoryStore tells its listeners before append returns.
+    """
+    memory = MemoryStore()
+    heard: list[StoreEvent] = []
+    memory.subscribe(heard.append)
+    memory.append(submission(1))
+    assert heard == [StoreEvent("submitted", submission(1).id)]
+
+
+def test_memory_append_decision() -> None:
+    """
+    The synchronous append_decision helper decides, or raises: KeyError for
+    an unknown id, AlreadyDecided for a decided one.
+    """
+    memory = MemoryStore()
+    memory.append(submission(1))
+    memory.append_decision(submission(1).id, STATE_REJECTED, DECIDED_AT, "n")
+    decided: list[StoredTask | None] = []
+    memory.get(submission(1).id).addCallback(decided.append)
+    assert decided[0] is not None
+    assert (decided[0].state, decided[0].note) == (STATE_REJECTED, "n")
+    with pytest.raises(AlreadyDecided):
+        memory.append_decision(submission(1).id, STATE_COMPLETED, DECIDED_AT)
+    with pytest.raises(KeyError):
+        memory.append_decision("receipt-9999", STATE_COMPLETED, DECIDED_AT)
+
+
 # SQLite: durability and group commit.
 
 
@@ -248,8 +842,8 @@ async def test_restart_keeps_data(db: Path) -> None:
     first = open_store(db)
     stored = [submission(n) for n in range(20)]
     await gatherResults([first.append(s) for s in stored])
+    decided = await first.decide(stored[0].id, STATE_COMPLETED, DECIDED_AT, "kept")
     await first.stopService()
-    record_decision(first, db, stored[0].id, STATE_COMPLETED, 1_800_000_000_000)
 
     second = SQLiteStore(FilePath(str(db)), reactor)
     second.startService()
@@ -260,6 +854,9 @@ async def test_restart_keeps_data(db: Path) -> None:
         ]
         assert statuses[0] is not None
         assert statuses[0].state == STATE_COMPLETED
+        assert await second.get(stored[0].id) == decided
+        with pytest.raises(AlreadyDecided):
+            await second.decide(stored[0].id, STATE_REJECTED, DECIDED_AT + 1, None)
     finally:
         await second.stopService()
     connection = raw(db)
@@ -349,7 +946,7 @@ async def test_append_only_triggers(sqlite_store: SQLiteStore, db: Path) -> None
     """
     stored = submission(1)
     await sqlite_store.append(stored)
-    record_decision(sqlite_store, db, stored.id, STATE_COMPLETED, 1_800_000_000_000)
+    await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
     connection = raw(db)
     try:
         for statement in (
@@ -365,6 +962,224 @@ async def test_append_only_triggers(sqlite_store: SQLiteStore, db: Path) -> None
     status = await sqlite_store.status(stored.id)
     assert status is not None
     assert status.state == STATE_COMPLETED
+
+
+# SQLite: decisions.
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_decision_enforced_by_database(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """
+    Migration 1 creates a unique index on events(submission_id): the
+    database itself refuses a second decision, whoever writes it.
+    """
+    stored = submission(1)
+    await sqlite_store.append(stored)
+    await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
+    connection = raw(db)
+    try:
+        (sql,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index'"
+            " AND tbl_name = 'events' AND name = 'events_one_decision'"
+        ).fetchone()
+        assert "UNIQUE" in sql.upper()
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            connection.execute(
+                "INSERT INTO events (submission_id, at_ms, state, note)"
+                " VALUES (?, ?, ?, NULL)",
+                (stored.id, DECIDED_AT + 1, STATE_REJECTED),
+            )
+        (count,) = connection.execute("SELECT COUNT(*) FROM events").fetchone()
+        (version,) = connection.execute(
+            "SELECT MAX(version) FROM beacon_schema"
+        ).fetchone()
+    finally:
+        connection.close()
+    assert count == 1
+    assert version == SCHEMA_VERSION
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_stores_decide_at_once(db: Path) -> None:
+    """
+    Two stores on one file (two Beacon instances) deciding the same task at
+    once: exactly one wins, the other fails with AlreadyDecided, and both
+    then read the winner's decision.
+    """
+    one, two = open_store(db), open_store(db)
+    try:
+        for n in range(5):
+            await one.append(submission(n))
+        attempts = []
+        for n in range(5):
+            id_ = submission(n).id
+            attempts.append(one.decide(id_, STATE_COMPLETED, DECIDED_AT, "one"))
+            attempts.append(two.decide(id_, STATE_REJECTED, DECIDED_AT, "two"))
+        outcomes: list[StoredTask | Exception] = []
+        for attempt in attempts:
+            try:
+                outcomes.append(await attempt)
+            except AlreadyDecided as e:
+                outcomes.append(e)
+        for n in range(5):
+            pair = outcomes[2 * n : 2 * n + 2]
+            winners = [o for o in pair if isinstance(o, StoredTask)]
+            assert len(winners) == 1, pair
+            assert sum(isinstance(o, AlreadyDecided) for o in pair) == 1
+            assert await one.get(submission(n).id) == winners[0]
+            assert await two.get(submission(n).id) == winners[0]
+    finally:
+        await one.stopService()
+        await two.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_decisions_share_group_commit(sqlite_store: SQLiteStore) -> None:
+    """
+    Decisions queue with appends and are written with them in one
+    transaction, in order: a decision may follow its submission's append
+    in the same batch, and listeners hear the batch in its order.
+    """
+    heard = Heard(sqlite_store)
+    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    queued = [
+        sqlite_store.append(submission(1)),
+        sqlite_store.decide(submission(0).id, STATE_REJECTED, DECIDED_AT, None),
+        sqlite_store.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None),
+        sqlite_store.decide(submission(1).id, STATE_REJECTED, DECIDED_AT, None),
+        sqlite_store.decide("receipt-9999", STATE_REJECTED, DECIDED_AT, None),
+        sqlite_store.append(submission(2)),
+    ]
+    await alone
+    results: list[object] = []
+    for answer in queued:
+        try:
+            results.append(await answer)
+        except AlreadyDecided as e:
+            results.append(e)
+    assert sqlite_store.transactions == 2
+    assert results[0] is None
+    assert isinstance(results[1], StoredTask) and results[1].state == STATE_REJECTED
+    assert isinstance(results[2], StoredTask) and results[2].state == STATE_COMPLETED
+    assert isinstance(results[3], AlreadyDecided)
+    assert results[4:] == [None, None]
+    assert await heard.count(5) == [
+        StoreEvent("submitted", submission(0).id),
+        StoreEvent("submitted", submission(1).id),
+        StoreEvent("decided", submission(0).id),
+        StoreEvent("decided", submission(1).id),
+        StoreEvent("submitted", submission(2).id),
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_decision_answered_after_commit(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """
+    A decision is answered only once it is committed: another connection
+    already reads it then.
+    """
+    stored = submission(1)
+    await sqlite_store.append(stored)
+    seen: list[object] = []
+
+    def committed(task: StoredTask | None) -> StoredTask | None:
+        connection = raw(db)
+        try:
+            seen.append(
+                connection.execute(
+                    "SELECT state, at_ms, note FROM events WHERE submission_id = ?",
+                    (stored.id,),
+                ).fetchone()
+            )
+        finally:
+            connection.close()
+        return task
+
+    decided = sqlite_store.decide(stored.id, STATE_REJECTED, DECIDED_AT, "why")
+    assert not decided.called
+    decided.addCallback(committed)
+    await decided
+    assert seen == [(STATE_REJECTED, DECIDED_AT, "why")]
+
+
+@pytest_twisted.ensureDeferred
+async def test_decision_in_failed_batch(sqlite_store: SQLiteStore) -> None:
+    """
+    A decision in a batch that fails is not stored and fails with
+    StoreError; no listener hears of it; it can be made again.
+    """
+    heard = Heard(sqlite_store)
+    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    decided = sqlite_store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, None)
+    doomed = [sqlite_store.append(submission(2)), sqlite_store.append(submission(2))]
+    await alone
+    for answer in [decided, *doomed]:
+        with pytest.raises(StoreError):
+            await answer
+    task = await sqlite_store.get(submission(0).id)
+    assert task is not None and task.state == STATE_SUBMITTED
+    assert sqlite_store.transactions == 1
+    await sqlite_store.decide(submission(0).id, STATE_REJECTED, DECIDED_AT, None)
+    assert await heard.count(2) == [
+        StoreEvent("submitted", submission(0).id),
+        StoreEvent("decided", submission(0).id),
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_listeners_after_answers_on_reactor_thread(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """
+    Listeners run on the reactor thread, after the batch's Deferreds fired
+    (the appender's own callbacks first), with the write committed.
+    """
+    order: list[str] = []
+    threads: list[bool] = []
+    stored: list[object] = []
+
+    def listener(event: StoreEvent) -> None:
+        order.append(f"heard {event.kind}")
+        threads.append(isInIOThread())
+        connection = raw(db)
+        try:
+            stored.append(
+                connection.execute(
+                    "SELECT COUNT(*) FROM submissions WHERE id = ?", (event.task_id,)
+                ).fetchone()
+            )
+        finally:
+            connection.close()
+
+    sqlite_store.subscribe(listener)
+    heard = Heard(sqlite_store)
+    first = sqlite_store.append(submission(1))
+    second = sqlite_store.append(submission(2))
+    first.addCallback(lambda _: order.append("answered 1"))
+    second.addCallback(lambda _: order.append("answered 2"))
+    await heard.count(2)
+    assert order == ["answered 1", "heard submitted", "answered 2", "heard submitted"]
+    assert threads == [True, True]
+    assert stored == [(1,), (1,)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_reads_see_many_tasks(sqlite_store: SQLiteStore) -> None:
+    """
+    list_tasks over a few hundred tasks, in group-committed batches, pages
+    through all of them once each, and get finds each.
+    """
+    appended = [submission(n, received_at_ms=T0 + n // 7) for n in range(300)]
+    await gatherResults([sqlite_store.append(s) for s in appended])
+    tasks, pages = await all_pages(sqlite_store, 50)
+    assert ids(tasks) == newest_first(appended, {})
+    assert len(pages) == 6
+    got = await gatherResults([sqlite_store.get(s.id) for s in appended[::37]])
+    assert [task and task.submission for task in got] == appended[::37]
 
 
 # SQLite: start-up.
@@ -483,27 +1298,62 @@ async def test_stop_waits_for_in_flight_appends(db: Path) -> None:
 @pytest_twisted.ensureDeferred
 async def test_append_and_status_after_stop_fail(sqlite_store: SQLiteStore) -> None:
     """
-    A stopped store refuses appends and reads with StoreError.
+    A stopped store refuses appends, decisions and reads with StoreError.
     """
     await sqlite_store.append(submission(1))
     await sqlite_store.stopService()
     with pytest.raises(StoreError):
         await sqlite_store.append(submission(2))
     with pytest.raises(StoreError):
+        await sqlite_store.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
+    with pytest.raises(StoreError):
         await sqlite_store.status(submission(1).id)
+    with pytest.raises(StoreError):
+        await sqlite_store.get(submission(1).id)
+    with pytest.raises(StoreError):
+        await sqlite_store.list_tasks(limit=1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_stop_waits_for_decisions(db: Path) -> None:
+    """
+    stopService fires only after a decision made before it is committed,
+    answered and heard by the listeners.
+    """
+    stopping = open_store(db)
+    order: list[str] = []
+    stopping.subscribe(lambda event: order.append(f"heard {event.kind}"))
+    await stopping.append(submission(1))
+    decided = stopping.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
+    decided.addCallback(lambda _: order.append("decided"))
+    stopped = stopping.stopService()
+    stopped.addCallback(lambda _: order.append("stopped"))
+    await stopped
+    # The listeners hear of the append after this coroutine resumed from it.
+    assert order == ["heard submitted", "decided", "heard decided", "stopped"]
+    again = open_store(db)
+    try:
+        task = await again.get(submission(1).id)
+        assert task is not None and task.state == STATE_COMPLETED
+    finally:
+        await again.stopService()
 
 
 @pytest_twisted.ensureDeferred
 async def test_stop_waits_for_reads(sqlite_store: SQLiteStore) -> None:
     """
-    A status read in flight when stopService is called still gets its answer.
+    Reads in flight when stopService is called still get their answers.
     """
     await sqlite_store.append(submission(1))
     reading = sqlite_store.status(submission(1).id)
+    getting = sqlite_store.get(submission(1).id)
+    listing = sqlite_store.list_tasks(limit=1)
     await sqlite_store.stopService()
-    assert reading.called
+    assert reading.called and getting.called and listing.called
     status = await reading
     assert status is not None
+    assert await getting is not None
+    assert (await listing).total == 1
 
 
 @pytest_twisted.ensureDeferred

@@ -5,11 +5,13 @@ Every database call once the store is serving runs on one of two dedicated
 L{ThreadPool}s, never on the reactor thread:
 
   - one writer thread, which owns the only connection that writes. Appends
-    queue on the reactor side; whenever no write is in flight, everything
-    pending (up to C{max_batch}) goes to the writer as one batch, written in
-    one C{BEGIN IMMEDIATE ... COMMIT} transaction (group commit). With
-    C{synchronous=FULL} a commit is synced, so durability costs one sync per
-    batch, not one per request.
+    and review decisions queue together on the reactor side; whenever no
+    write is in flight, everything pending (up to C{max_batch}) goes to the
+    writer as one batch, written in order in one C{BEGIN IMMEDIATE ...
+    COMMIT} transaction (group commit). With C{synchronous=FULL} a commit is
+    synced, so durability costs one sync per batch, not one per request.
+    Every write is answered only after its batch committed; then the store's
+    listeners hear of it, in the batch's order.
   - C{readers} reader threads, each with its own C{query_only} connection;
     WAL lets them read while the writer writes.
 
@@ -19,7 +21,9 @@ L{SQLiteStore.startService}, before any listener starts.
 The schema is created and versioned here: C{beacon_schema} records every
 applied migration, and L{MIGRATIONS} lists them in order (migration N brings
 the database to version N). Triggers make C{submissions} and C{events}
-append-only in the database as well as in this code.
+append-only in the database as well as in this code, and a unique index
+allows at most one event (the review decision) per submission, so that two
+Beacon instances deciding the same task at once cannot both win.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, TypeVar, cast
+from collections.abc import Iterable
+from typing import Any, Callable, NamedTuple, TypeVar, Union, cast
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, succeed
@@ -42,10 +47,16 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from beacon.store._interface import (
+    STATE_COMPLETED,
+    STATE_REJECTED,
     STATE_SUBMITTED,
+    AlreadyDecided,
     ISubmissionStore,
+    StoredTask,
     StoreError,
+    StoreEvent,
     Submission,
+    TaskPage,
     TaskStatusRecord,
 )
 
@@ -60,7 +71,8 @@ BUSY_TIMEOUT_MS = 5000
 #: run in one transaction together with its C{beacon_schema} row. Never edit a
 #: released migration: append a new one.
 MIGRATIONS: list[tuple[str, ...]] = [
-    # 1: submissions, their events, and the append-only guards.
+    # 1: submissions, their events (at most one: the review decision), and
+    # the append-only guards.
     (
         """
         CREATE TABLE submissions (
@@ -85,8 +97,12 @@ MIGRATIONS: list[tuple[str, ...]] = [
             note TEXT
         )
         """,
-        # The status query looks up the newest event of one submission.
-        "CREATE INDEX events_by_submission ON events (submission_id, seq)",
+        # At most one event, the review decision, per submission: enforced
+        # here so that concurrent writers (several Beacon instances on one
+        # file) cannot both decide. It also serves every join on events.
+        "CREATE UNIQUE INDEX events_one_decision ON events (submission_id)",
+        # list_tasks(context_id=...) looks a task up by its contextId.
+        "CREATE INDEX submissions_by_context ON submissions (context_id)",
         """
         CREATE TRIGGER submissions_no_update BEFORE UPDATE ON submissions
         BEGIN SELECT RAISE(ABORT, 'submissions are append-only'); END
@@ -116,18 +132,66 @@ _INSERT_SUBMISSION = """
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
-# A task's state is the state of its newest event (by append order), or
-# submitted as of its receipt when it has none.
+_INSERT_DECISION = """
+    INSERT INTO events (submission_id, state, at_ms, note) VALUES (?, ?, ?, ?)
+"""
+
+# A task's state is the state of its decision, or submitted as of its
+# receipt when it has none (the unique index allows at most one event).
 _SELECT_STATUS = """
     SELECT s.id, s.context_id, s.received_at_ms, e.state, e.at_ms
     FROM submissions AS s
-    LEFT JOIN events AS e ON e.seq = (
-        SELECT MAX(seq) FROM events WHERE submission_id = s.id
-    )
+    LEFT JOIN events AS e ON e.submission_id = s.id
     WHERE s.id = ?
 """
 
+# Everything about a task, in the order L{_task} reads it.
+_TASK_COLUMNS = """
+    s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
+    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note
+"""
+
+_SELECT_TASK = f"""
+    SELECT {_TASK_COLUMNS}
+    FROM submissions AS s
+    LEFT JOIN events AS e ON e.submission_id = s.id
+    WHERE s.id = ?
+"""
+
+# Every task's sort and filter keys, without its content: list_tasks filters,
+# counts and orders these, then reads whole rows for one page only.
+_TASK_KEYS = f"""
+    SELECT
+        s.seq AS seq,
+        s.context_id AS context_id,
+        COALESCE(e.state, '{STATE_SUBMITTED}') AS state,
+        COALESCE(e.at_ms, s.received_at_ms) AS updated_at_ms
+    FROM submissions AS s
+    LEFT JOIN events AS e ON e.submission_id = s.id
+"""
+
+#: The states a review decision may set.
+DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
+
 _Row = tuple[str, str, int, str, str, str, str, bytes, str]
+
+
+class _Decision(NamedTuple):
+    """
+    A review decision waiting for the writer, in L{_INSERT_DECISION} order.
+    """
+
+    receipt_id: str
+    state: str
+    at_ms: int
+    note: str | None
+
+
+#: One write of a batch, and what the writer thread made of it: L{None} for
+#: a stored submission; for a decision, the decided task, L{None} for an
+#: unknown id, or L{AlreadyDecided}.
+_Write = Union[Submission, _Decision]
+_Outcome = Union[StoredTask, AlreadyDecided, None]
 
 
 def _row(submission: Submission) -> _Row:
@@ -147,16 +211,147 @@ def _row(submission: Submission) -> _Row:
     )
 
 
+def _task(row: tuple[Any, ...]) -> StoredTask:
+    """
+    The L{StoredTask} of a row of L{_TASK_COLUMNS}.
+    """
+    (
+        seq,
+        id_,
+        context_id,
+        received_at_ms,
+        door,
+        source,
+        kind,
+        message_id,
+        content,
+        sha256,
+        state,
+        at_ms,
+        note,
+    ) = row
+    submission = Submission(
+        id=id_,
+        context_id=context_id,
+        received_at_ms=received_at_ms,
+        door=door,
+        source=source,
+        kind=kind,
+        message_id=message_id,
+        content=bytes(content),
+        sha256=sha256,
+    )
+    if state is None:
+        return StoredTask(
+            submission=submission,
+            state=STATE_SUBMITTED,
+            updated_at_ms=received_at_ms,
+            note=None,
+            seq=seq,
+        )
+    return StoredTask(
+        submission=submission, state=state, updated_at_ms=at_ms, note=note, seq=seq
+    )
+
+
+def check_decision_state(state: str) -> None:
+    """
+    Refuse a decision state other than L{STATE_COMPLETED} or
+    L{STATE_REJECTED}.
+
+    @raises ValueError: If C{state} is any other value.
+    """
+    if state not in DECISION_STATES:
+        raise ValueError(
+            f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
+        )
+
+
+def check_limit(limit: int) -> None:
+    """
+    Refuse a page size below one.
+
+    @raises ValueError: If C{limit} is less than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+
+
+class Listeners:
+    """
+    A store's listeners (L{ISubmissionStore.subscribe}), shared by the
+    backends.
+
+    Events are delivered one at a time, in the order they were handed to
+    L{notify}, to every listener in subscription order. An event handed over
+    while listeners are being called (a listener wrote to a store that
+    answers synchronously) waits for the events before it, so commit order
+    holds. A listener that raises is logged as C{store.listener_failed} and
+    the others are still called.
+    """
+
+    def __init__(self, log: Logger) -> None:
+        """
+        @param log: Where listener failures are logged.
+        """
+        self._log = log
+        self._listeners: dict[object, Callable[[StoreEvent], None]] = {}
+        self._queue: deque[StoreEvent] = deque()
+        self._notifying = False
+
+    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+        """
+        Add C{listener}; the same callable subscribed twice is called twice.
+
+        @return: A function that removes this subscription; calling it again
+            does nothing.
+        """
+        key = object()
+        self._listeners[key] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(key, None)
+
+        return unsubscribe
+
+    def notify(self, events: Iterable[StoreEvent]) -> None:
+        """
+        Call every listener with each of C{events}, in order.
+        """
+        self._queue.extend(events)
+        if self._notifying:
+            return
+        self._notifying = True
+        try:
+            while self._queue:
+                event = self._queue.popleft()
+                for key, listener in list(self._listeners.items()):
+                    # An earlier listener may have unsubscribed this one.
+                    if key not in self._listeners:
+                        continue
+                    try:
+                        listener(event)
+                    except Exception:
+                        self._log.failure(
+                            "store.listener_failed: a store listener failed"
+                            " on a {kind} event",
+                            kind=event.kind,
+                        )
+        finally:
+            self._notifying = False
+
+
 @implementer(ISubmissionStore)
 class SQLiteStore(Service):
     """
     An L{ISubmissionStore} in one SQLite database file, as a service.
 
     Start it (directly or as a child of the service tree) before use; stop
-    it to commit and answer every pending append and close the database.
+    it to commit and answer every pending write and close the database.
 
     @ivar transactions: The number of write transactions this store has
-        committed (one per batch, however many appends it held).
+        committed (one per batch, however many appends and decisions it
+        held).
     """
 
     log = Logger()
@@ -174,7 +369,8 @@ class SQLiteStore(Service):
             C{0700}) if missing; the file is created (mode C{0600}) if
             missing.
         @param reactor: The reactor that receives the threads' results.
-        @param max_batch: The most submissions written in one transaction.
+        @param max_batch: The most writes (submissions and decisions) in
+            one transaction.
         @param readers: The number of reader threads (and connections).
         @raises ValueError: If C{max_batch} or C{readers} is less than 1.
         """
@@ -187,14 +383,15 @@ class SQLiteStore(Service):
         self._max_batch = max_batch
         self._readers = readers
         self.transactions = 0
-        # Reactor-thread state: appends waiting for the writer, whether a
-        # batch is in flight, other calls in flight, and stopService's
-        # waiters.
-        self._pending: deque[tuple[Submission, Deferred[None]]] = deque()
+        # Reactor-thread state: writes waiting for the writer (each with the
+        # Deferred that answers it), whether a batch is in flight, other
+        # calls in flight, stopService's waiters, and the listeners.
+        self._pending: deque[tuple[_Write, Deferred[Any]]] = deque()
         self._writing = False
         self._working = 0
         self._idle_waiters: list[Deferred[None]] = []
         self._closed_waiters: list[Deferred[None]] = []
+        self._listeners = Listeners(self.log)
         self._writer_pool: ThreadPool | None = None
         self._reader_pool: ThreadPool | None = None
         # Each pool thread opens its own connection on first use; all of them
@@ -243,7 +440,7 @@ class SQLiteStore(Service):
 
     def stopService(self) -> Deferred[None]:
         """
-        Stop accepting work, then commit and answer every pending append,
+        Stop accepting work, then commit and answer every pending write,
         close the connections and stop the thread pools.
 
         @return: A L{Deferred} that fires when all of that is done.
@@ -312,9 +509,91 @@ class SQLiteStore(Service):
         self._flush()
         return done
 
+    def decide(
+        self, receipt_id: str, state: str, at_ms: int, note: str | None
+    ) -> Deferred[StoredTask | None]:
+        """
+        Queue a review decision for the next batch.
+
+        @param state: L{STATE_COMPLETED} (accepted) or L{STATE_REJECTED}.
+        @param at_ms: When it was decided, in milliseconds since the epoch.
+        @param note: The reviewer's note, or L{None}.
+        @return: A L{Deferred} that fires once the batch holding the decision
+            is committed, with the task in its new state, or with L{None}
+            when no submission has that id. It fails with L{AlreadyDecided}
+            when the submission has a decision (made by this store or
+            another on the same file), with L{StoreError} when its batch was
+            not stored, and with L{ValueError} for any other C{state}.
+        """
+        try:
+            check_decision_state(state)
+        except ValueError:
+            return fail()
+        if not self.running:
+            return fail(StoreError("the submission store is not running"))
+        done: Deferred[StoredTask | None] = Deferred()
+        self._pending.append((_Decision(receipt_id, state, at_ms, note), done))
+        self._flush()
+        return done
+
+    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+        """
+        Call C{listener} on the reactor thread with a L{StoreEvent} for every
+        committed submission and decision, in commit order: right after the
+        Deferreds of a committed batch have fired, one event per stored
+        submission or decision of that batch, in the batch's order. Refused
+        decisions (unknown id, L{AlreadyDecided}) and failed batches make no
+        event. A listener that raises is logged (C{store.listener_failed})
+        and changes nothing else.
+
+        @return: A function that unsubscribes; calling it again does nothing.
+        """
+        return self._listeners.subscribe(listener)
+
+    def get(self, receipt_id: str) -> Deferred[StoredTask | None]:
+        """
+        Read submission C{receipt_id} and its decision, on a reader thread.
+
+        @return: A L{Deferred} that fires with the L{StoredTask}, or L{None}
+            when no submission has that id, or fails with L{StoreError}.
+        """
+        return self._read(self._select_task, receipt_id)
+
+    def list_tasks(
+        self,
+        *,
+        limit: int,
+        state: str | None = None,
+        updated_after_ms: int | None = None,
+        context_id: str | None = None,
+        after: tuple[int, int] | None = None,
+    ) -> Deferred[TaskPage]:
+        """
+        Read one page of tasks on a reader thread, newest C{updated_at_ms}
+        first, then highest C{seq} first. The filters combine with AND; the
+        page and its C{total} come from one read transaction, so they agree.
+
+        @param limit: The page size (at least 1).
+        @param state: Only tasks in this TaskState.
+        @param updated_after_ms: Only tasks with C{updated_at_ms} at or after
+            this time.
+        @param context_id: Only the task with this contextId.
+        @param after: A previous page's C{next_after}: only tasks strictly
+            after C{(updated_at_ms, seq)} in this order.
+        @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
+            L{StoreError}, or with L{ValueError} if C{limit} is below 1.
+        """
+        try:
+            check_limit(limit)
+        except ValueError:
+            return fail()
+        return self._read(
+            self._select_page, limit, state, updated_after_ms, context_id, after
+        )
+
     def status(self, receipt_id: str) -> Deferred[TaskStatusRecord | None]:
         """
-        Derive the status of submission C{receipt_id} from its newest event.
+        Derive the status of submission C{receipt_id} from its decision.
 
         @return: A L{Deferred} that fires with the L{TaskStatusRecord}, or
             L{None} when no submission has that id, or fails with
@@ -360,54 +639,67 @@ class SQLiteStore(Service):
             self._reactor,
             self._writer_pool,
             self._write_batch,
-            [_row(submission) for submission, _ in batch],
+            [write for write, _ in batch],
         )
-        written.addBoth(self._batch_written, [done for _, done in batch])
+        written.addBoth(self._batch_written, batch)
 
     def _batch_written(
-        self, result: None | Failure, answers: list[Deferred[None]]
+        self,
+        result: list[_Outcome] | Failure,
+        batch: list[tuple[_Write, Deferred[Any]]],
     ) -> None:
         """
-        Answer every append of a finished batch, then send the next batch.
+        Answer every write of a finished batch, tell the listeners what it
+        stored, then send the next batch.
         """
+        events: list[StoreEvent] = []
         if isinstance(result, Failure):
             if isinstance(result.value, StoreError):
                 message = str(result.value)
                 self.log.warn(
-                    "store.batch_failed: a batch of {count} submissions was not stored: {message}",
-                    count=len(answers),
+                    "store.batch_failed: a batch of {count} writes was not"
+                    " stored: {message}",
+                    count=len(batch),
                     message=message,
                 )
             else:
                 message = "the submission store failed unexpectedly"
                 self.log.failure(
-                    "store.batch_failed: writing a batch of {count} submissions failed",
+                    "store.batch_failed: writing a batch of {count} writes failed",
                     result,
-                    count=len(answers),
+                    count=len(batch),
                 )
-            for done in answers:
+            for _, done in batch:
                 error = StoreError(message)
                 error.__cause__ = result.value
                 done.errback(error)
         else:
             self.transactions += 1
-            for done in answers:
-                done.callback(None)
-        # Appends made by the callbacks above have queued; they go together.
+            for (write, done), outcome in zip(batch, result):
+                if isinstance(write, Submission):
+                    done.callback(None)
+                    events.append(StoreEvent("submitted", write.id))
+                elif isinstance(outcome, AlreadyDecided):
+                    done.errback(outcome)
+                else:
+                    done.callback(outcome)
+                    if outcome is not None:
+                        events.append(StoreEvent("decided", write.receipt_id))
+        # Writes made by the callbacks above (or the listeners below) have
+        # queued behind this batch; they go together, in the next one.
+        self._listeners.notify(events)
         self._writing = False
         self._flush()
 
-    def _read(
-        self, f: Callable[[sqlite3.Connection, str], _T], arg: str
-    ) -> Deferred[_T]:
+    def _read(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
         """
-        Run C{f(connection, arg)} on a reader thread.
+        Run C{f(connection, *args)} on a reader thread.
         """
         if not self.running or self._reader_pool is None:
             return fail(StoreError("the submission store is not running"))
         return self._counted(
             deferToThreadPool(
-                self._reactor, self._reader_pool, self._on_reader, f, arg
+                self._reactor, self._reader_pool, self._on_reader, f, *args
             )
         )
 
@@ -545,10 +837,14 @@ class SQLiteStore(Service):
                 self._connections.append(connection)
         return connection
 
-    def _write_batch(self, rows: list[_Row]) -> None:
+    def _write_batch(self, writes: list[_Write]) -> list[_Outcome]:
         """
-        Write C{rows} in one transaction, or none of them.
+        Write C{writes} in order in one transaction, or none of them.
 
+        A decision refused for an unknown id or an existing decision fails
+        alone and does not stop the batch; any other error does.
+
+        @return: What became of each write, in order (see L{_Outcome}).
         @raises StoreError: If the transaction failed; its message names the
             SQLite error, never submitted content.
         """
@@ -556,7 +852,13 @@ class SQLiteStore(Service):
             connection = self._thread_connection(query_only=False)
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.executemany(_INSERT_SUBMISSION, rows)
+                outcomes: list[_Outcome] = []
+                for write in writes:
+                    if isinstance(write, Submission):
+                        connection.execute(_INSERT_SUBMISSION, _row(write))
+                        outcomes.append(None)
+                    else:
+                        outcomes.append(self._insert_decision(connection, write))
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -564,24 +866,129 @@ class SQLiteStore(Service):
                 raise
         except sqlite3.Error as e:
             raise StoreError(
-                f"could not store {len(rows)} submission(s) in {self.path}:"
+                f"could not store {len(writes)} write(s) in {self.path}:"
                 f" {type(e).__name__}: {e}"
             ) from e
+        return outcomes
 
-    def _on_reader(
-        self, f: Callable[[sqlite3.Connection, str], _T], arg: str
-    ) -> _T:
+    @staticmethod
+    def _insert_decision(
+        connection: sqlite3.Connection, decision: _Decision
+    ) -> _Outcome:
+        """
+        Insert C{decision} inside the open transaction. The database decides:
+        the foreign key refuses an unknown id and the unique index a second
+        decision; either failure undoes this statement only.
+
+        @return: The decided task, L{None} for an unknown id, or an
+            L{AlreadyDecided} (returned, not raised) for a decided one.
+        @raises sqlite3.Error: For any other failure.
+        """
+        try:
+            connection.execute(_INSERT_DECISION, decision)
+        except sqlite3.IntegrityError:
+            (decided,) = connection.execute(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE submission_id = ?)",
+                (decision.receipt_id,),
+            ).fetchone()
+            if decided:
+                return AlreadyDecided("the submission already has a decision")
+            (known,) = connection.execute(
+                "SELECT EXISTS (SELECT 1 FROM submissions WHERE id = ?)",
+                (decision.receipt_id,),
+            ).fetchone()
+            if not known:
+                return None
+            raise
+        row = connection.execute(_SELECT_TASK, (decision.receipt_id,)).fetchone()
+        return _task(row)
+
+    def _on_reader(self, f: Callable[..., _T], *args: object) -> _T:
         """
         Run C{f} with this reader thread's connection.
 
         @raises StoreError: If the read failed.
         """
         try:
-            return f(self._thread_connection(query_only=True), arg)
+            return f(self._thread_connection(query_only=True), *args)
         except sqlite3.Error as e:
             raise StoreError(
                 f"could not read from {self.path}: {type(e).__name__}: {e}"
             ) from e
+
+    @staticmethod
+    def _select_task(
+        connection: sqlite3.Connection, receipt_id: str
+    ) -> StoredTask | None:
+        """
+        Everything about C{receipt_id}, in one query.
+        """
+        row = connection.execute(_SELECT_TASK, (receipt_id,)).fetchone()
+        return None if row is None else _task(row)
+
+    @staticmethod
+    def _select_page(
+        connection: sqlite3.Connection,
+        limit: int,
+        state: str | None,
+        updated_after_ms: int | None,
+        context_id: str | None,
+        after: tuple[int, int] | None,
+    ) -> TaskPage:
+        """
+        One page of L{list_tasks} and its total, in one read transaction.
+        """
+        conditions: list[str] = []
+        params: list[object] = []
+        if state is not None:
+            conditions.append("state = ?")
+            params.append(state)
+        if updated_after_ms is not None:
+            conditions.append("updated_at_ms >= ?")
+            params.append(updated_after_ms)
+        if context_id is not None:
+            conditions.append("context_id = ?")
+            params.append(context_id)
+        filters = " AND ".join(conditions) or "1"
+        page_filters, page_params = filters, list(params)
+        if after is not None:
+            # Strictly after the cursor in (updated_at_ms DESC, seq DESC).
+            page_filters += (
+                " AND (updated_at_ms < ? OR (updated_at_ms = ? AND seq < ?))"
+            )
+            page_params += [after[0], after[0], after[1]]
+        connection.execute("BEGIN")
+        try:
+            (total,) = connection.execute(
+                f"SELECT COUNT(*) FROM ({_TASK_KEYS}) WHERE {filters}", params
+            ).fetchone()
+            # One more than asked for tells whether another page follows.
+            rows = connection.execute(
+                f"""
+                WITH page AS (
+                    SELECT seq, updated_at_ms FROM ({_TASK_KEYS})
+                    WHERE {page_filters}
+                    ORDER BY updated_at_ms DESC, seq DESC
+                    LIMIT ?
+                )
+                SELECT {_TASK_COLUMNS}
+                FROM page
+                JOIN submissions AS s ON s.seq = page.seq
+                LEFT JOIN events AS e ON e.submission_id = s.id
+                ORDER BY page.updated_at_ms DESC, page.seq DESC
+                """,
+                [*page_params, limit + 1],
+            ).fetchall()
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        tasks = [_task(row) for row in rows[:limit]]
+        next_after = None
+        if len(rows) > limit:
+            next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
+        return TaskPage(tasks=tasks, total=total, next_after=next_after)
 
     @staticmethod
     def _select_status(
