@@ -17,10 +17,11 @@ import email.utils
 import http.client
 import json
 import re
+import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -155,7 +156,7 @@ class RawResponse:
         return json.loads(self.body)
 
 
-def raw_exchange(port: int, head: bytes, body_parts: list[bytes] = []) -> RawResponse:
+def raw_exchange(port: int, head: bytes, body_parts: Sequence[bytes] = ()) -> RawResponse:
     """
     Send C{head} and then C{body_parts} on a fresh connection, stopping
     quietly if the server has closed it, then read the answer until the
@@ -347,6 +348,22 @@ def test_receipt_survives_restart(launcher: BeaconLauncher) -> None:
     second = launcher.start()
     after = get_task(second, sent["id"])
     assert after == before
+    assert after["status"] == {
+        "state": "TASK_STATE_SUBMITTED",
+        "timestamp": sent["status"]["timestamp"],
+    }
+
+
+def test_receipt_survives_kill(launcher: BeaconLauncher) -> None:
+    """A receipt once answered survives SIGKILL: Beacon restarts on the same data directory (stale socket and pid files included) and GetTask still finds it."""
+    first = launcher.start()
+    sent = send_text(first, "Acknowledged means committed.")
+    first.process.kill()
+    assert first.process.process.returncode == -signal.SIGKILL
+
+    second = launcher.start()
+    after = get_task(second, sent["id"])
+    assert after["id"] == sent["id"]
     assert after["status"] == {
         "state": "TASK_STATE_SUBMITTED",
         "timestamp": sent["status"]["timestamp"],

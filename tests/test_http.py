@@ -408,3 +408,20 @@ def test_chunked_body_within_cap_is_served(beacon: Beacon) -> None:
 def test_site_shows_no_tracebacks() -> None:
     """Beacon's Site never renders a traceback to a peer."""
     assert BeaconSite(Resource()).displayTracebacks is False
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/agent-card.json/extra", "/a2a/v1/extra", "/.well-known/agent-card.json/"]
+)
+def test_leaf_resources_have_no_sub_paths(beacon: Beacon, path: str) -> None:
+    """A path below a leaf (the card, the endpoint) is 404, not the leaf again."""
+    response = _sync.successResultOf(beacon.treq.get(PUBLIC + path))
+    assert response.code == 404
+
+
+def test_head_refusal_has_no_body(beacon: Beacon, logged_events: Any) -> None:
+    """HEAD on the endpoint is 405 with an empty body, so Twisted has nothing to eat."""
+    response = _sync.successResultOf(beacon.treq.head(PUBLIC + "/a2a/v1"))
+    assert response.code == 405
+    assert _sync.successResultOf(response.content()) == b""
+    assert not [e for e in logged_events.events if "eat it" in str(e.get("log_format", ""))]

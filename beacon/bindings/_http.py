@@ -181,15 +181,19 @@ class _MethodsResource(Resource):
     allowed: tuple[bytes, ...] = ()
 
     def render(self, request: server.Request) -> bytes | int:
-        if request.method not in self.allowed:
-            return _refuse(
+        if request.postpath:
+            answer = _refuse(request, 404, "not_found", "no such resource")
+        elif request.method not in self.allowed:
+            answer = _refuse(
                 request,
                 405,
                 "method_not_allowed",
                 "this resource does not answer that method",
                 {b"Allow": b", ".join(self.allowed)},
             )
-        return super().render(request)
+        else:
+            return super().render(request)
+        return b"" if request.method == b"HEAD" else answer
 
 
 class PreparedDocument:

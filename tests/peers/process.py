@@ -36,6 +36,20 @@ STOP_TIMEOUT = 15.0
 LOOPBACK_HTTP = "tcp:0:interface=127.0.0.1"
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """
+    In the child, before exec: ask Linux to SIGTERM it when the test process
+    dies, so that even a SIGKILLed pytest leaves no Beacon behind.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class BeaconFailed(AssertionError):
     """Beacon did not do what a test waited for; the message holds its log."""
 
@@ -68,6 +82,7 @@ class TwistdProcess:
             text=True,
             encoding="utf-8",
             errors="replace",
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self._reader = threading.Thread(
             target=self._read, name=f"twistd-{self.process.pid}-output", daemon=True
