@@ -35,16 +35,15 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from beacon.intake._public import receipt_of
+from beacon.intake._never import NoPushNoExtendedCard
 from beacon.protocol import (
     CallContext,
     EventStream,
-    ExtendedAgentCardNotConfiguredError,
     ExtensionMethod,
     IA2AHandler,
     InternalError,
     InvalidParamsError,
     Method,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -203,7 +202,7 @@ def status_update(task: StoredTask) -> dict[str, Any]:
 
 
 @implementer(IA2AHandler)
-class OperatorPolicy:
+class OperatorPolicy(NoPushNoExtendedCard):
     """
     The operator's methods over a submission store.
     """
@@ -386,20 +385,6 @@ class OperatorPolicy:
         stream.on_cancel(self._store.subscribe(listener))
         if first is not None:
             tail.addCallback(lambda _: first()).addErrback(failed)
-
-    def _no_push(self, context: CallContext, request: Any) -> Any:
-        raise PushNotificationNotSupportedError(
-            "Beacon never initiates contact: push notifications are not offered"
-        )
-
-    create_push_config = _no_push
-    get_push_config = _no_push
-    list_push_configs = _no_push
-    delete_push_config = _no_push
-
-    def get_extended_card(self, context: CallContext, request: Any) -> Any:
-        """Refused: the operator card is the whole card."""
-        raise ExtendedAgentCardNotConfiguredError()
 
 
 #: The operator card's AgentExtension entries.

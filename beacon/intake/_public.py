@@ -24,9 +24,9 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from beacon.intake._submission import Content, map_message, new_id, parse_native
+from beacon.intake._never import NoPushNoExtendedCard
 from beacon.protocol import (
     CallContext,
-    ExtendedAgentCardNotConfiguredError,
     IA2AHandler,
     INativeHandler,
     InternalError,
@@ -76,7 +76,7 @@ def status_task(record: TaskStatusRecord) -> dict[str, Any]:
 
 
 @implementer(IA2AHandler, INativeHandler)
-class PublicPolicy:
+class PublicPolicy(NoPushNoExtendedCard):
     """
     Seed 002's method table over a submission store.
     """
@@ -244,17 +244,3 @@ class PublicPolicy:
     def subscribe_to_task(self, context: CallContext, request: Any) -> Any:
         """Refused: streaming is off by policy."""
         raise UnsupportedOperationError("streaming is not offered by this agent")
-
-    def _no_push(self, context: CallContext, request: Any) -> Any:
-        raise PushNotificationNotSupportedError(
-            "Beacon never initiates contact: push notifications are not offered"
-        )
-
-    create_push_config = _no_push
-    get_push_config = _no_push
-    list_push_configs = _no_push
-    delete_push_config = _no_push
-
-    def get_extended_card(self, context: CallContext, request: Any) -> Any:
-        """Refused: there is no extended card."""
-        raise ExtendedAgentCardNotConfiguredError()
