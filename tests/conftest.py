@@ -37,8 +37,15 @@ class LoggedEvents:
         ]
 
     def failures(self) -> list[dict[str, Any]]:
-        """The events that carry a failure."""
-        return [e for e in self.events if "log_failure" in e]
+        """
+        The events that carry a failure: logged with twisted.logger, or the
+        legacy way (the reactor's "Unhandled Error" is one of those).
+        """
+        return [
+            e
+            for e in self.events
+            if "log_failure" in e or (e.get("isError") and e.get("failure") is not None)
+        ]
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +62,7 @@ def logged_events() -> Iterator[LoggedEvents]:
     if not observer.failures_expected:
         unexpected = observer.failures()
         if unexpected:
-            first = unexpected[0]["log_failure"]
+            first = unexpected[0].get("log_failure") or unexpected[0]["failure"]
             pytest.fail(
                 f"{len(unexpected)} failure(s) logged during the test; first:\n"
                 f"{first.getTraceback()}"

@@ -44,7 +44,7 @@ import tempfile
 from typing import Any, Callable
 
 from twisted.application.service import Service
-from twisted.internet import unix
+from twisted.internet import tcp, unix
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IListeningPort, ITransport
 from twisted.logger import Logger
@@ -115,7 +115,7 @@ class _PeerCheckedProtocol(ProtocolWrapper):
 
     def connectionLost(self, reason: Any) -> None:
         if self.denied:
-            self.factory.unregisterProtocol(self)
+            # Never registered with the factory, never connected onwards.
             return
         super().connectionLost(reason)
 
@@ -183,7 +183,9 @@ def _check_path(path: str) -> None:
         probe.connect(path)
     except OSError as e:
         if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise SocketInUse(f"cannot tell whether {path} is in use: {e.strerror}") from None
+            raise SocketInUse(
+                f"cannot tell whether {path} is in use: {e.strerror or e}"
+            ) from None
     else:
         raise SocketInUse(f"another process (another Beacon?) is answering on {path}")
     finally:
@@ -232,6 +234,17 @@ def bind_socket(path: str) -> socket.socket:
     return listener
 
 
+class _KeptPathPort(unix.Port):
+    """
+    A unix Port that does not unlink its path when it closes: the path may
+    by then name someone else's socket. L{OperatorSocket} removes it, and
+    only while it is still the socket it made.
+    """
+
+    def connectionLost(self, reason: Any) -> None:
+        tcp.Port.connectionLost(self, reason)
+
+
 class OperatorSocket(Service):
     """
     The operator's unix socket as a service: bound (safely) at start,
@@ -278,7 +291,7 @@ class OperatorSocket(Service):
         # reactor.adoptStreamPort would chmod the socket to Port's default
         # 0666 and name it by its staging path; a Port built for the final
         # path with mode 0600 that takes over the bound socket does neither.
-        port = unix.Port(self.path, self._factory, 128, 0o600, self._reactor)
+        port = _KeptPathPort(self.path, self._factory, 128, 0o600, self._reactor)
         port._preexistingSocket = listener
         try:
             port.startListening()
