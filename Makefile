@@ -29,8 +29,22 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/twistd -n beacon $(ARGS)
 
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) postgres
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The store suite also runs on PostgreSQL (127.0.0.1:5432, user postgres):
+# start the local cluster if it is installed but stopped. Without one the
+# PostgreSQL tests are skipped, or fail when CI=true.
+.PHONY: postgres
+postgres:
+	sh .ci/ensure-postgres
+
+# Beacon against the official A2A servers (bench/run --help; not part of
+# `make test`): about 19 minutes; BENCH_ARGS="--out" also writes
+# bench/results/<date>.md.
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python bench/run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info twisted/plugins/dropin.cache

@@ -522,13 +522,21 @@ async def _follow(client: OperatorClient, args: argparse.Namespace, io: _Session
         return 1
     if io.interrupted:
         return 0
-    io.err.write(f"beacon: Beacon at {inert(client.address)} ended the stream\n")
+    io.err.write(
+        f"beacon: Beacon at {inert(client.address)} ended the stream (is it stopping?)\n"
+    )
     return 1
 
 
 async def _subject_of(client: OperatorClient, event: Any) -> str:
-    """A new submission's subject (events carry no message), or nothing."""
-    task_id = _get(event, "task", "id")
+    """
+    A new submission's subject, from the event's task (which carries its
+    history); a decision's subject is looked up.
+    """
+    task = _get(event, "task")
+    if isinstance(task, dict) and task.get("history"):
+        return summary(task)
+    task_id = _get(event, "statusUpdate", "taskId")
     if not isinstance(task_id, str):
         return ""
     try:

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from beacon.bindings._auth import SubmitterAuth
 from beacon.bindings.limits import SourceResolver
+from beacon.bindings.websocket import WebSocketOptions
 from beacon.intake import CardText
+from beacon.store import parse_store_url
 
 #: The embedded defaults: what `twistd -n beacon` runs with no options.
 DEFAULT_DATA_DIR = "beacon-data"
@@ -64,6 +67,15 @@ class Config:
         (C{<data_dir>/operator.sock}), empty to disable it.
     @ivar operator_http: A loopback endpoint for the operator's bearer-token
         door (for hosts without unix sockets); empty: no such door.
+    @ivar store_url: The submission store (C{[store] url}, C{--store}):
+        C{sqlite:///PATH} or C{postgresql://user@host:port/db}; None for
+        the SQLite database in the data directory. It may hold a password:
+        show it only as L{beacon.store.parse_store_url}'s C{display}.
+    @ivar ws: Listeners of the WebSocket binding's own (C{--ws}), beside
+        C{/a2a/ws} on every public HTTP listener.
+    @ivar websocket: The WebSocket binding's limits (C{[websocket]}).
+    @ivar auth: The submitter credentials the public doors require
+        (C{[auth]}); none by default.
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -73,6 +85,10 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     operator_socket: str | None = None
     operator_http: str = ""
+    store_url: str | None = None
+    ws: tuple[str, ...] = ()
+    websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
+    auth: SubmitterAuth = field(default_factory=SubmitterAuth)
 
     @property
     def socket_path(self) -> str | None:
@@ -102,6 +118,18 @@ _SECTIONS: dict[str, set[str]] = {
     },
     "limits": {"max_body", "rate", "burst", "trusted_proxies"},
     "operator": {"socket", "http"},
+    "store": {"url"},
+    "websocket": {
+        "listen",
+        "allowed_origins",
+        "require_origin",
+        "max_message",
+        "max_in_flight",
+        "handshake_timeout",
+        "max_connections",
+        "idle_timeout",
+    },
+    "auth": {"api_keys", "bearer_tokens"},
 }
 
 
@@ -164,6 +192,46 @@ def _networks(values: Any) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
         raise ConfigError(f"[limits] trusted_proxies: {e}") from None
 
 
+def _strings(section: str, key: str, values: Any) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"[{section}] {key} must be a list of strings")
+    return tuple(values)
+
+
+def _websocket_options(values: dict[str, Any]) -> WebSocketOptions:
+    options = WebSocketOptions()
+    if "allowed_origins" in values:
+        options = replace(
+            options,
+            allowed_origins=_strings("websocket", "allowed_origins", values["allowed_origins"]),
+        )
+    if "require_origin" in values:
+        options = replace(
+            options,
+            require_origin=_typed("websocket", "require_origin", values["require_origin"], bool),
+        )
+    for key in ("max_message", "max_in_flight", "max_connections"):
+        if key in values:
+            options = replace(options, **{key: _typed("websocket", key, values[key], int)})
+    for key in ("handshake_timeout", "idle_timeout"):
+        if key in values:
+            seconds: dict[str, Any] = {
+                key: float(_typed("websocket", key, values[key], (int, float)))
+            }
+            options = replace(options, **seconds)
+    return options
+
+
+def _submitter_auth(values: dict[str, Any]) -> SubmitterAuth:
+    try:
+        return SubmitterAuth(
+            api_keys=_strings("auth", "api_keys", values.get("api_keys", [])),
+            bearer_tokens=_strings("auth", "bearer_tokens", values.get("bearer_tokens", [])),
+        )
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def build_config(
     file_values: dict[str, Any] | None = None,
     *,
@@ -171,6 +239,8 @@ def build_config(
     http: tuple[str, ...] | list[str] | None = None,
     public_url: str | None = None,
     operator_socket: str | None = None,
+    ws: tuple[str, ...] | list[str] | None = None,
+    store_url: str | None = None,
 ) -> Config:
     """
     Make the one validated L{Config} from a parsed file and command-line
@@ -224,6 +294,26 @@ def build_config(
             config, operator_http=_typed("operator", "http", operator_values["http"], str)
         )
 
+    websocket_values = values.get("websocket", {})
+    config = replace(
+        config,
+        websocket=_websocket_options(websocket_values),
+        auth=_submitter_auth(values.get("auth", {})),
+    )
+    if "listen" in websocket_values:
+        config = replace(
+            config, ws=_strings("websocket", "listen", websocket_values["listen"])
+        )
+    if ws:
+        config = replace(config, ws=tuple(ws))
+
+    store_values = values.get("store", {})
+    if store_values.get("url") is not None:
+        url = _typed("store", "url", store_values["url"], str)
+        config = replace(config, store_url=url or None)
+    if store_url is not None:
+        config = replace(config, store_url=store_url or None)
+
     if data_dir is not None:
         config = replace(config, data_dir=data_dir)
     if operator_socket is not None:
@@ -259,6 +349,33 @@ def _check_loopback_tcp(description: str) -> None:
         )
 
 
+def _check_websocket(options: WebSocketOptions) -> None:
+    for origin in options.allowed_origins:
+        parts = urlsplit(origin)
+        if origin != "null" and (
+            not parts.scheme
+            or not parts.netloc
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or not origin.isascii()
+        ):
+            raise ConfigError(
+                f"[websocket] allowed_origins: {origin!r} is not an origin "
+                '(scheme://host[:port], for example "https://app.example", or "null")'
+            )
+    if not (1024 <= options.max_message <= 64 * 1024 * 1024):
+        raise ConfigError("[websocket] max_message must be between 1024 and 67108864 bytes")
+    if not (1 <= options.max_in_flight <= 10_000):
+        raise ConfigError("[websocket] max_in_flight must be between 1 and 10000")
+    if not (0 < options.handshake_timeout <= 3600):
+        raise ConfigError("[websocket] handshake_timeout must be above 0 and at most 3600 s")
+    if not (0 <= options.max_connections <= 1_000_000):
+        raise ConfigError("[websocket] max_connections must be between 0 (no cap) and 1000000")
+    if not (0 <= options.idle_timeout <= 86_400):
+        raise ConfigError("[websocket] idle_timeout must be between 0 (off) and 86400 s")
+
+
 def validate(config: Config) -> Config:
     """
     Check a L{Config}'s values (also for configs built in code by
@@ -279,6 +396,12 @@ def validate(config: Config) -> Config:
         raise ConfigError("[limits] rate must be between 0 (off) and 1000000 per second")
     if not (1 <= limits.burst <= 1_000_000):
         raise ConfigError("[limits] burst must be between 1 and 1000000")
+    _check_websocket(config.websocket)
+    if config.store_url is not None:
+        try:
+            parse_store_url(config.store_url)
+        except ValueError as e:
+            raise ConfigError(f"[store] url: {e}") from None
     socket_path = config.socket_path
     if socket_path is not None:
         if socket_path.split(":", 1)[0] in ("ssl", "tls", "tcp", "unix"):

@@ -46,6 +46,15 @@ from beacon.bindings._unix import (
 )
 from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
+from beacon.bindings._auth import API_KEY_HEADER
+from beacon.bindings.websocket import (
+    WEBSOCKET_BINDING,
+    WebSocketFactory,
+    WebSocketResource,
+    WebSocketService,
+    websocket_url,
+)
+from beacon.intake._card import WEBSOCKET_PATH
 from beacon.intake import (
     EXTENSION_METHODS,
     OperatorPolicy,
@@ -57,12 +66,22 @@ from beacon.intake import (
 )
 from beacon.intake._operator import EXTENSION_DECLARATIONS
 from beacon.protocol import PROTOCOL_VERSION, Dispatcher
-from beacon.store import ISubmissionStore, SQLiteStore
+from beacon.store import ISubmissionStore, open_store, sqlite_url
 
 log = Logger()
 
 #: The SQLite database's file name inside the data directory.
 DATABASE_NAME = "beacon.sqlite3"
+
+
+def store_url(config: Config) -> str:
+    """
+    The store URL C{config} names: its C{store_url}, or by default the
+    SQLite database in its data directory (for C{beacon db} too).
+    """
+    if config.store_url:
+        return config.store_url
+    return sqlite_url(os.path.join(config.data_dir, DATABASE_NAME))
 
 
 class StartupError(Exception):
@@ -194,18 +213,25 @@ class BeaconResources:
     """
     The public resources of a Beacon (A2A and native), with what they need
     to be published.
+
+    @ivar websocket: The WebSocket binding's factory, mounted at
+        C{/a2a/ws} and used by C{--ws} listeners; start and stop it with a
+        L{WebSocketService} (a L{Site} does not).
     """
 
     a2a: PublicResources
     native: NativeResources
     config: Config
     clock: IReactorTime
+    websocket: WebSocketFactory
 
     def mount(self, root: Resource) -> Resource:
         """
         Put every public resource into C{root}, beside what it holds.
         """
         self.native.mount(self.a2a.mount(root))
+        # WEBSOCKET_PATH, beside /a2a/v1 in the container a2a.mount made.
+        root.children[b"a2a"].putChild(b"ws", WebSocketResource(self.websocket))
         return root
 
     def publish(self, public_url: str) -> None:
@@ -214,7 +240,21 @@ class BeaconResources:
         """
         now = self.clock.seconds()
         limits = self.config.limits
-        self.a2a.card.publish(public_card(self.config.card, public_url), now)
+        auth = self.config.auth
+        card = public_card(
+            self.config.card,
+            public_url,
+            interfaces=(
+                {
+                    "url": websocket_url(public_url) + WEBSOCKET_PATH,
+                    "protocolBinding": WEBSOCKET_BINDING,
+                    "protocolVersion": PROTOCOL_VERSION,
+                },
+            ),
+            api_key_header=API_KEY_HEADER if auth.api_keys else None,
+            bearer=bool(auth.bearer_tokens),
+        )
+        self.a2a.card.publish(card, now)
         self.native.discovery.publish(
             discovery_document(
                 self.config.card,
@@ -245,12 +285,15 @@ def beacon_resources(
         max_body=config.limits.max_body,
         rate=RateLimiter(config.limits.rate, config.limits.burst, reactor),
         sources=config.limits.source_resolver(),
+        auth=config.auth,
     )
+    dispatcher = Dispatcher(policy)
     result = BeaconResources(
-        a2a=public_resources(Dispatcher(policy), limits),
+        a2a=public_resources(dispatcher, limits),
         native=NativeResources(policy, limits, validator.schema, reactor.seconds()),
         config=config,
         clock=reactor,
+        websocket=WebSocketFactory(dispatcher, limits, reactor, config.websocket),
     )
     if config.public_url is not None:
         result.publish(config.public_url)
@@ -295,6 +338,20 @@ def operator_door(
     if name_card is not None:
         card.publish(name_card(), reactor.seconds())
     return OperatorDoor(root, card)
+
+
+class _StreamEnder(Service):
+    """
+    Ends the operator's open streams when Beacon stops, so a follower sees
+    its stream end normally instead of its connection break.
+    """
+
+    def __init__(self, policy: OperatorPolicy) -> None:
+        self._policy = policy
+
+    def stopService(self) -> None:
+        super().stopService()
+        self._policy.close_streams()
 
 
 class DiscoveryFile(Service):
@@ -360,6 +417,7 @@ def _add_operator_doors(
 
         Listeners(reactor, (config.operator_http,), site, "operator", bound).setServiceParent(root)
         DiscoveryFile(config.operator_discovery_file).setServiceParent(root)
+    _StreamEnder(policy).setServiceParent(root)
 
 
 class _Announce(Service):
@@ -381,7 +439,9 @@ class _Announce(Service):
 def makeService(config: Config, reactor: IReactorCore) -> MultiService:
     """
     Wire Beacon's service tree: the store, then the public HTTP listeners,
-    then the operator's doors, then a start-up announcement.
+    the WebSocket binding's factory (served at C{/a2a/ws} on them) and its
+    own C{--ws} listeners, then the operator's doors, then a start-up
+    announcement.
 
     @param config: The configuration (validated again here).
     @param reactor: The reactor everything runs on (listening, time,
@@ -389,7 +449,9 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
     """
     config = validate(config)
     root = MultiService()
-    store = SQLiteStore(os.path.join(config.data_dir, DATABASE_NAME), reactor)
+    # SQLite in the data directory, or the PostgreSQL database several
+    # instances share.
+    store = open_store(store_url(config), reactor)
     store.setServiceParent(root)
 
     beacon = beacon_resources(config, store, reactor)
@@ -407,6 +469,15 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
             beacon.publish(public["url"])
 
     Listeners(reactor, config.http, site, "http", bound).setServiceParent(root)
+    WebSocketService(beacon.websocket).setServiceParent(root)
+    if config.ws:
+
+        def ws_bound(ports: list[IListeningPort]) -> None:
+            for description, port in zip(config.ws, ports):
+                url = websocket_url(derive_public_url(description, port)) + "/"
+                log.info("ws.serving: the WebSocket binding at {url}", url=url)
+
+        Listeners(reactor, config.ws, beacon.websocket, "ws", ws_bound).setServiceParent(root)
     _add_operator_doors(root, config, store, reactor)
     _Announce(config, lambda: public.get("url", "")).setServiceParent(root)
     return root

@@ -41,11 +41,21 @@ class Options(usage.Options):
             "The base URL the agent card advertises "
             "[default: derived from the first --http listener].",
         ],
+        [
+            "store",
+            None,
+            None,
+            "The submission store: sqlite:///PATH, or "
+            "postgresql://user@host:port/database to share one database "
+            "between several Beacons (the password from the URL, PGPASSWORD "
+            "or a passfile) [default: <data>/beacon.sqlite3].",
+        ],
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self["http"] = []
+        self["ws"] = []
         self.config: Config | None = None
 
     def opt_http(self, description: str) -> None:
@@ -54,6 +64,14 @@ class Options(usage.Options):
         (repeatable; ssl: gives HTTPS) [default: tcp:8080:interface=127.0.0.1].
         """
         self["http"].append(description)
+
+    def opt_ws(self, description: str) -> None:
+        """
+        A listener of the A2A WebSocket binding's own, as a Twisted server
+        endpoint string (repeatable; ssl: gives wss://), beside /a2a/ws on
+        every --http listener [default: none].
+        """
+        self["ws"].append(description)
 
     def postOptions(self) -> None:
         """
@@ -65,16 +83,19 @@ class Options(usage.Options):
                 values,
                 data_dir=self["data"],
                 http=self["http"],
+                ws=self["ws"],
                 public_url=self["public-url"],
                 operator_socket=self["operator"],
+                store_url=self["store"],
             )
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         _check_endpoints(config.http)
+        _check_endpoints(config.ws, "--ws")
         self.config = config
 
 
-def _check_endpoints(descriptions: tuple[str, ...]) -> None:
+def _check_endpoints(descriptions: tuple[str, ...], option: str = "--http") -> None:
     from twisted.internet import reactor
     from twisted.internet.endpoints import serverFromString
 
@@ -83,7 +104,7 @@ def _check_endpoints(descriptions: tuple[str, ...]) -> None:
             serverFromString(reactor, description)
         except Exception as e:
             raise usage.UsageError(
-                f"--http {description!r} is not a server endpoint: {e}"
+                f"{option} {description!r} is not a server endpoint: {e}"
             ) from None
 
 

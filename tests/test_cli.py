@@ -1094,7 +1094,7 @@ def test_e2e_follow_until_ctrl_c(launcher: BeaconLauncher, tmp_path: Path) -> No
 
 
 def test_e2e_follow_when_beacon_stops(launcher: BeaconLauncher, tmp_path: Path) -> None:
-    """Beacon stopping under follow ends it with exit 1 and one line, no traceback."""
+    """Beacon stopping under follow ends the stream cleanly; follow exits 1 with one line, no traceback."""
     process = launcher.start()
     follow = subprocess.Popen(
         [str(BEACON_SCRIPT), "review", "follow", "--data", str(launcher.data)],
@@ -1110,7 +1110,7 @@ def test_e2e_follow_when_beacon_stops(launcher: BeaconLauncher, tmp_path: Path) 
         assert follow.wait(WAIT) == 1
         lines = err.join().splitlines()
         assert lines[1:] == [
-            f"beacon: lost the stream from Beacon at {launcher.data / 'operator.sock'} (did Beacon stop?)"
+            f"beacon: Beacon at {launcher.data / 'operator.sock'} ended the stream (is it stopping?)"
         ]
     finally:
         if follow.poll() is None:

@@ -240,7 +240,12 @@ def test_card_is_served_with_the_bound_port(beacon: Beacon) -> None:
     base = f"http://127.0.0.1:{beacon.port}"
     assert beacon.public_url == base
     assert card["supportedInterfaces"] == [
-        {"url": base + JSONRPC_PATH, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": base + JSONRPC_PATH, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {
+            "url": f"ws://127.0.0.1:{beacon.port}/a2a/ws",
+            "protocolBinding": "https://a2a-rust.com/bindings/websocket/v1",
+            "protocolVersion": "1.0",
+        },
     ]
     assert card["capabilities"]["streaming"] is False
     assert int(response.headers["Content-Length"]) == len(response.body)

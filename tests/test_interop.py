@@ -67,7 +67,12 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
     assert card["name"] == "Beacon"
     assert card["streaming"] is False
     assert card["interfaces"] == [
-        {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {
+            "url": f"ws://127.0.0.1:{beacon.port}/a2a/ws",
+            "protocolBinding": "https://a2a-rust.com/bindings/websocket/v1",
+            "protocolVersion": "1.0",
+        },
     ]
 
     sent = steps["send"]

@@ -329,7 +329,7 @@ def test_follow_gives_every_subscriber_every_event_in_order(inbox: Inbox) -> Non
 
     assert describe(first.events) == [("task", a), ("task", b), ("status", a), ("task", c)]
     assert describe(second.events) == [("task", a), ("task", b), ("status", a)]
-    assert "history" not in first.events[0]["task"]
+    assert first.events[0]["task"]["history"][0]["parts"] == [{"text": "a"}]
     assert not first.ended
 
 
@@ -395,3 +395,17 @@ def test_sse_frames_events_and_keepalives(inbox: Inbox) -> None:
     channel.connectionLost(Failure(ConnectionDone()))
     assert listener_count(inbox.store) == 0
     assert inbox.clock.getDelayedCalls() == []
+
+
+def test_close_streams_ends_every_open_stream(inbox: Inbox) -> None:
+    """Stopping ends each follower's and subscriber's stream normally and unsubscribes them."""
+    policy = OperatorPolicy(inbox.store, inbox.clock)
+    operator = Dispatcher(policy, EXTENSION_METHODS)
+    task_id = inbox.submit("x")
+    sinks = [
+        attach(inbox.call(operator, "beacon.inbox.Follow")),
+        attach(inbox.call(operator, "SubscribeToTask", {"id": task_id})),
+    ]
+    policy.close_streams()
+    assert all(sink.ended and sink.error is None for sink in sinks)
+    assert listener_count(inbox.store) == 0

@@ -1,12 +1,16 @@
 """
-The submission store: one behaviour suite over SQLiteStore and MemoryStore
-(appends, status, the review surface's get, list_tasks and decide, and
-listeners), and the SQLite backend's own promises (group commit shared by
-appends and decisions, durability settings, schema versioning, append-only
-triggers, one decision per submission in the database itself, orderly stop).
+The submission store: one behaviour suite over SQLiteStore, MemoryStore and
+PostgreSQLStore (appends, status, the review surface's get, list_tasks and
+decide, and listeners), and the SQLite backend's own promises (group commit
+shared by appends and decisions, durability settings, schema versioning,
+append-only triggers, one decision per submission in the database itself,
+orderly stop).
 
-SQLiteStore runs its thread pools against the real global reactor that
-pytest-twisted runs; tests wait on Deferreds, never on time.
+SQLiteStore and PostgreSQLStore run their threads against the real global
+reactor that pytest-twisted runs; tests wait on Deferreds, never on time
+(a wait for a listener gives up after L{HEARD_TIMEOUT}). PostgreSQL is
+this run's database (see C{peers.postgres}), a fresh schema per test; the
+PostgreSQL backend's own promises are in C{test_store_postgres.py}.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from beacon.store import (
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
+    PostgreSQLStore,
     SQLiteStore,
     StoredTask,
     StoreError,
@@ -46,10 +51,14 @@ from beacon.store import (
 )
 from beacon.store._sqlite import SCHEMA_VERSION
 from beacon.testing import MemoryStore
+from peers.postgres import run_database
 
 reactor = IReactorFromThreads(_reactor)
 
-Store = SQLiteStore | MemoryStore
+Store = SQLiteStore | MemoryStore | PostgreSQLStore
+
+#: How long a test waits for a listener to hear of a write, in seconds.
+HEARD_TIMEOUT = 20.0
 
 
 #: Submission n is received at T0 + n unless told otherwise.
@@ -148,7 +157,8 @@ class Heard:
             return succeed(list(self.events))
         waiter: Deferred[list[StoreEvent]] = Deferred()
         self._waiting.append((n, waiter))
-        return waiter
+        # Bounded: a listener that never hears fails the test, not hangs it.
+        return waiter.addTimeout(HEARD_TIMEOUT, _reactor)
 
 
 def ids(tasks: list[StoredTask]) -> list[str]:
@@ -179,18 +189,38 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "data" / "beacon.sqlite"
 
 
-@pytest_twisted.async_yield_fixture(params=["sqlite", "memory"])
-async def store(request: pytest.FixtureRequest, db: Path) -> AsyncIterator[Store]:
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
     """
-    Each backend, started; SQLite is stopped afterwards.
+    Which backend the shared suite runs on: C{"sqlite"}, C{"memory"}, or
+    for PostgreSQL the URL of a fresh schema of this run's database (the
+    test is skipped when PostgreSQL cannot be reached, failed when also
+    CI=true). Synchronous, so that a skip happens before any reactor work.
     """
-    if request.param == "memory":
+    if request.param == "postgresql":
+        _, url = run_database(request.config).fresh_schema()
+        return url
+    name: str = request.param
+    return name
+
+
+@pytest_twisted.async_yield_fixture
+async def store(backend: str, db: Path) -> AsyncIterator[Store]:
+    """
+    Each backend, started; SQLite and PostgreSQL are stopped afterwards.
+    """
+    if backend == "memory":
         yield MemoryStore()
         return
-    sqlite_store = open_store(db)
-    yield sqlite_store
-    if sqlite_store.running:
-        await sqlite_store.stopService()
+    started: SQLiteStore | PostgreSQLStore
+    if backend == "sqlite":
+        started = open_store(db)
+    else:
+        started = PostgreSQLStore(backend, reactor)
+        started.startService()
+    yield started
+    if started.running:
+        await started.stopService()
 
 
 @pytest_twisted.async_yield_fixture

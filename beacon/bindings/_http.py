@@ -19,6 +19,9 @@ Wire contract (A2A 1.0 JSON-RPC binding, public policy of seed 002)::
            Content-Length over the cap is refused at once and the
            connection closed, without reading the body
         -> 429 {"error":{"code":"rate_limited","message":...}} + Retry-After
+        -> 401 {"error":{"code":"unauthenticated","message":...}} +
+           WWW-Authenticate, when [auth] is configured and neither
+           Authorization: Bearer nor X-API-Key carries a known credential
         -> 405 {"error":{"code":"method_not_allowed",...}} + Allow
 
 The body cap is enforced while the body arrives (L{LimitedRequest}), so no
@@ -42,6 +45,7 @@ from twisted.web.resource import IResource, Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
+from beacon.bindings._auth import SubmitterAuth
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.protocol import (
     A2AError,
@@ -260,12 +264,14 @@ class DocumentResource(_MethodsResource):
 class TransportLimits:
     """
     What every public binding enforces before parsing: the body cap, the
-    per-source rate and how the source is named.
+    per-source rate, how the source is named and, when configured, the
+    submitter's credentials.
     """
 
     max_body: int
     rate: RateLimiter
     sources: SourceResolver
+    auth: SubmitterAuth = SubmitterAuth()
 
     def source_of(self, request: server.Request) -> str:
         """The source of C{request} (see L{SourceResolver})."""
@@ -276,7 +282,8 @@ class TransportLimits:
 
     def refusal(self, request: server.Request, source: str) -> bytes | None:
         """
-        Apply the rate limit and the body cap to C{request}.
+        Apply the rate limit, the credential check (HTTP 401 with
+        C{WWW-Authenticate}) and the body cap to C{request}, in that order.
 
         @return: The refusal body (status and headers already set), or None
             when the request may go on.
@@ -298,6 +305,18 @@ class TransportLimits:
                 "rate_limited",
                 f"too many requests from this source; retry after {retry} s",
                 {b"Retry-After": str(retry).encode("ascii")},
+            )
+        if not self.auth.admits(
+            _header(request, b"Authorization"), _header(request, b"X-API-Key")
+        ):
+            log.info("http.unauthenticated: refused a request from {source}", source=source)
+            return _refuse(
+                request,
+                401,
+                "unauthenticated",
+                "this Beacon admits submitters with a credential only; see the "
+                "agent card's securitySchemes",
+                {b"WWW-Authenticate": self.auth.challenge().encode("ascii")},
             )
         content = request.content
         size = content.seek(0, 2)

@@ -14,14 +14,15 @@ Wire contract::
 
     Errors, always {"error": {"code": ..., "message": ...}}:
         400 invalid_json, 400 invalid_submission (names a location, never a
-        value), 404 not_found, 405 method_not_allowed (+ Allow),
+        value), 401 unauthenticated (+ WWW-Authenticate; only when [auth]
+        is configured), 404 not_found, 405 method_not_allowed (+ Allow),
         413 too_large, 415 unsupported_media_type,
         429 rate_limited (+ Retry-After), 503 unavailable (+ Retry-After:
         the store could not commit; nothing was stored)
 
-The body cap and the per-source rate limit are the A2A endpoint's
-(L{TransportLimits}), applied before any JSON is parsed; a source's requests
-through either door draw on the same bucket.
+The body cap, the per-source rate limit and the submitter credentials are
+the A2A endpoint's (L{TransportLimits}), applied before any JSON is parsed; a
+source's requests through either door draw on the same bucket.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ IDENTITY_STATEMENT = (
 
 #: Where the A2A JSON-RPC endpoint lives, relative to the public URL.
 JSONRPC_PATH = "/a2a/v1"
+#: Where the A2A WebSocket binding lives on the public listeners.
+WEBSOCKET_PATH = "/a2a/ws"
 #: Beacon's own discovery document (seed 002), linked from the card.
 AUTONOMOUS_AGENT_PATH = "/.well-known/autonomous-agent"
 #: Where the card itself lives.
@@ -43,12 +45,26 @@ class CardText:
     documentation_url: str = ""
 
 
-def public_card(text: CardText, public_url: str) -> dict[str, Any]:
+def public_card(
+    text: CardText,
+    public_url: str,
+    *,
+    interfaces: tuple[dict[str, str], ...] = (),
+    api_key_header: str | None = None,
+    bearer: bool = False,
+) -> dict[str, Any]:
     """
     Build the public AgentCard.
 
     @param text: The operator's card text.
     @param public_url: The base URL the card advertises (no trailing slash).
+    @param interfaces: More AgentInterfaces, listed after the JSON-RPC one
+        (the WebSocket binding's).
+    @param api_key_header: The header that carries a submitter's API key,
+        when API keys are required (declared as an C{apiKeySecurityScheme}).
+    @param bearer: Whether bearer tokens are accepted (declared as an
+        C{httpAuthSecurityScheme}). With either, the card carries
+        C{securityRequirements}: any one declared scheme suffices.
     """
     description = text.description.strip()
     if IDENTITY_STATEMENT not in description:
@@ -62,7 +78,8 @@ def public_card(text: CardText, public_url: str) -> dict[str, Any]:
                 "url": public_url + JSONRPC_PATH,
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": PROTOCOL_VERSION,
-            }
+            },
+            *interfaces,
         ],
         "version": __version__,
         "capabilities": {
@@ -112,6 +129,28 @@ def public_card(text: CardText, public_url: str) -> dict[str, Any]:
         }
     if text.documentation_url:
         card["documentationUrl"] = text.documentation_url
+    schemes: dict[str, Any] = {}
+    if api_key_header:
+        schemes["apiKey"] = {
+            "apiKeySecurityScheme": {
+                "description": "A submitter API key issued by this Beacon's operator.",
+                "location": "header",
+                "name": api_key_header,
+            }
+        }
+    if bearer:
+        schemes["bearer"] = {
+            "httpAuthSecurityScheme": {
+                "description": "A submitter token issued by this Beacon's operator.",
+                "scheme": "Bearer",
+            }
+        }
+    if schemes:
+        card["securitySchemes"] = schemes
+        # Several requirements are alternatives: any one scheme suffices.
+        card["securityRequirements"] = [
+            {"schemes": {name: {"list": []}}} for name in schemes
+        ]
     return card
 
 

@@ -216,6 +216,7 @@ class OperatorPolicy(NoPushNoExtendedCard):
         """
         self._store = store
         self._clock = clock
+        self._streams: set[EventStream] = set()
 
     def _task(self, task_id: str) -> Deferred[StoredTask]:
         def found(task: StoredTask | None) -> StoredTask:
@@ -339,7 +340,7 @@ class OperatorPolicy(NoPushNoExtendedCard):
     def follow(self, context: CallContext, request: None) -> EventStream:
         """
         Stream the inbox live: each committed submission as a C{task}
-        event (without history), each decision as a C{statusUpdate}.
+        event (the whole task), each decision as a C{statusUpdate}.
         """
         stream = EventStream()
 
@@ -350,12 +351,20 @@ class OperatorPolicy(NoPushNoExtendedCard):
             if task is None:
                 return
             if event.kind == "submitted":
-                stream.send({"task": full_task(task, history_length=0)})
+                stream.send({"task": full_task(task)})
             else:
                 stream.send(status_update(task))
 
         self._follow(stream, changed)
         return stream
+
+    def close_streams(self) -> None:
+        """
+        End every open stream normally (Beacon is stopping): followers see
+        their stream end rather than their connection break.
+        """
+        for stream in list(self._streams):
+            stream.close()
 
     def _follow(
         self,
@@ -382,6 +391,8 @@ class OperatorPolicy(NoPushNoExtendedCard):
             # previous one, so events leave in commit order.
             tail.addCallback(step, event).addErrback(failed)
 
+        self._streams.add(stream)
+        stream.on_cancel(lambda: self._streams.discard(stream))
         stream.on_cancel(self._store.subscribe(listener))
         if first is not None:
             tail.addCallback(lambda _: first()).addErrback(failed)

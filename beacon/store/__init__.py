@@ -15,6 +15,17 @@ from beacon.store._interface import (
     Submission,
     TaskStatusRecord,
 )
+from beacon.store._migrate import (
+    SchemaStatus,
+    StoreURL,
+    open_store,
+    parse_store_url,
+    schema_status,
+    sqlite_url,
+    status,
+    upgrade,
+)
+from beacon.store._postgres import PostgreSQLStore
 from beacon.store._sqlite import SQLiteStore
 
 __all__ = [
@@ -23,7 +34,16 @@ __all__ = [
     "StoreEvent",
     "TaskPage",
     "ISubmissionStore",
+    "PostgreSQLStore",
+    "SchemaStatus",
     "SQLiteStore",
+    "StoreURL",
+    "open_store",
+    "parse_store_url",
+    "schema_status",
+    "sqlite_url",
+    "status",
+    "upgrade",
     "STATE_COMPLETED",
     "STATE_REJECTED",
     "STATE_SUBMITTED",

@@ -1,0 +1,265 @@
+"""
+Store URLs, and schema migrations as operators run them.
+
+A store URL names the backend and where its data is:
+
+  - C{sqlite:///relative/path.sqlite3} or C{sqlite:////absolute/path.sqlite3}
+    (three slashes, then the path: a fourth slash makes it absolute);
+  - C{postgresql://user@host:port/database} (or C{postgres://...}), a libpq
+    URL; the password may be in it, in C{PGPASSWORD} or in a passfile.
+
+L{open_store} makes the store a URL names; L{upgrade} and L{status} are what
+C{beacon db upgrade} and C{beacon db status} print: they migrate (or read
+the schema version of) the database before any Beacon is started on it,
+with the same migrations, lock and refusals as the stores' start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Union
+from urllib.parse import quote, unquote
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from twisted.internet.interfaces import IReactorFromThreads
+
+from beacon.store import _postgres, _sqlite
+from beacon.store._interface import StoreError
+from beacon.store._postgres import PostgreSQLStore, describe, redact, scrub
+from beacon.store._sqlite import SQLiteStore
+
+#: The stores a URL can name.
+Store = Union[SQLiteStore, PostgreSQLStore]
+
+_SQLITE_PREFIX = "sqlite:///"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """
+    A parsed store URL.
+
+    @ivar backend: C{"sqlite"} or C{"postgresql"}.
+    @ivar location: The database file's path (SQLite) or the libpq URL
+        as given, password included (PostgreSQL).
+    @ivar display: The URL without any password, for logs and messages.
+    """
+
+    backend: str
+    location: str
+    display: str
+
+
+def sqlite_url(path: str) -> str:
+    """
+    The store URL of the SQLite database at C{path} (percent-encoded, so
+    that L{parse_store_url} gives C{path} back whatever it holds).
+    """
+    return _SQLITE_PREFIX + quote(path, safe="/")
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """
+    Read a store URL (see the module's docstring).
+
+    @raises ValueError: If it is neither a C{sqlite:///} URL with a path nor
+        a valid C{postgresql://} URL; the message holds no password.
+    """
+    if url.startswith(_SQLITE_PREFIX):
+        raw = url[len(_SQLITE_PREFIX) :]
+        path = unquote(raw)
+        # A query or fragment is not a path (percent-encode ? and # in one).
+        if not path or path.endswith("/") or "?" in raw or "#" in raw:
+            raise ValueError(
+                f"a sqlite store URL is sqlite:///PATH, with the database"
+                f" file's path: {url!r}"
+            )
+        return StoreURL("sqlite", path, url)
+    if url.startswith(_POSTGRES_SCHEMES):
+        display = redact(url)
+        try:
+            conninfo_to_dict(url)
+        except psycopg.Error as e:
+            raise ValueError(
+                f"not a valid PostgreSQL URL: {display}: {scrub(describe(e), url)}"
+            ) from None
+        return StoreURL("postgresql", url, display)
+    shown = redact(url) if "://" in url else url
+    raise ValueError(
+        "a store URL is sqlite:///PATH or postgresql://user@host:port/database,"
+        f" not {shown!r}"
+    )
+
+
+def open_store(url: str, reactor: IReactorFromThreads) -> Store:
+    """
+    The (not yet started) store that C{url} names.
+
+    @raises ValueError: If C{url} is not a store URL.
+    """
+    parsed = parse_store_url(url)
+    if parsed.backend == "sqlite":
+        return SQLiteStore(parsed.location, reactor)
+    return PostgreSQLStore(parsed.location, reactor)
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """
+    Where a database's schema stands.
+
+    @ivar display: The database, without any password.
+    @ivar current: Its schema version (0: Beacon never migrated it).
+    @ivar supported: The version this code creates and understands.
+    """
+
+    display: str
+    current: int
+    supported: int
+
+    @property
+    def pending(self) -> int:
+        """How many migrations this code would apply (0 when newer)."""
+        return max(0, self.supported - self.current)
+
+    @property
+    def newer(self) -> bool:
+        """Whether the database is newer than this code (it cannot start)."""
+        return self.current > self.supported
+
+
+def schema_status(url: str) -> SchemaStatus:
+    """
+    Read the schema version of the database C{url} names, changing
+    nothing (a missing SQLite file is version 0 and is not created).
+
+    @raises StoreError: If the URL is invalid or the database cannot be
+        read.
+    """
+    parsed = _parsed(url)
+    if parsed.backend == "sqlite":
+        return SchemaStatus(
+            parsed.display,
+            _sqlite_version(parsed.location),
+            _sqlite.SCHEMA_VERSION,
+        )
+    return SchemaStatus(
+        parsed.display,
+        _postgres.schema_version(parsed.location),
+        _postgres.SCHEMA_VERSION,
+    )
+
+
+def status(url: str) -> str:
+    """
+    What C{beacon db status} prints: the database, its schema version, and
+    whether it is current, behind (and by how many migrations) or newer
+    than this code.
+
+    @raises StoreError: If the URL is invalid or the database cannot be
+        read.
+    """
+    found = schema_status(url)
+    if found.newer:
+        verdict = (
+            f"newer than this Beacon supports ({found.supported}): upgrade"
+            " Beacon before starting it on this database"
+        )
+    elif found.pending:
+        verdict = (
+            f"{found.pending} migration(s) to apply to reach version"
+            f" {found.supported} (beacon db upgrade, or any Beacon's start-up)"
+        )
+    else:
+        verdict = "up to date"
+    return f"{found.display}: schema version {found.current}, {verdict}"
+
+
+def upgrade(url: str) -> str:
+    """
+    Migrate the database C{url} names to this code's schema version, as
+    start-up would (for PostgreSQL under the same advisory lock, so that it
+    is safe while Beacons start), and say what was done: what
+    C{beacon db upgrade} prints.
+
+    @raises StoreError: If the URL is invalid, the database cannot be
+        reached or migrated, or it is newer than this code.
+    """
+    parsed = _parsed(url)
+    if parsed.backend == "sqlite":
+        before = _sqlite_version(parsed.location)
+        after = _sqlite_migrate(parsed.location)
+    else:
+        before, after = _postgres.migrate(parsed.location)
+    if before == after:
+        return f"{parsed.display}: schema version {after}, up to date"
+    return f"{parsed.display}: schema version {before} -> {after}"
+
+
+def _parsed(url: str) -> StoreURL:
+    """
+    L{parse_store_url}, failing with L{StoreError}.
+    """
+    try:
+        return parse_store_url(url)
+    except ValueError as e:
+        raise StoreError(str(e)) from None
+
+
+def _sqlite_version(path: str) -> int:
+    """
+    The schema version of the SQLite database at C{path}, read-only; 0 if
+    the file does not exist or Beacon never migrated it.
+
+    @raises StoreError: If it cannot be read.
+    """
+    if not os.path.exists(path):
+        return 0
+    try:
+        connection = sqlite3.connect(
+            f"file:{os.path.abspath(path)}?mode=ro", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the database {path}: {e}") from e
+    try:
+        exists = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+            " AND name = 'beacon_schema'"
+        ).fetchone()
+        if exists is None:
+            return 0
+        (version,) = connection.execute(
+            "SELECT COALESCE(MAX(version), 0) FROM beacon_schema"
+        ).fetchone()
+        return int(version)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot read the database {path}: {e}") from e
+    finally:
+        connection.close()
+
+
+def _sqlite_migrate(path: str) -> int:
+    """
+    Migrate the SQLite database at C{path} exactly as L{SQLiteStore}'s
+    start-up does (creating it, mode 0600, if missing).
+
+    @return: The schema version.
+    @raises StoreError: If it cannot be opened or migrated, or is newer
+        than this code.
+    """
+    # The store's own start-up steps, without its threads: no reactor is
+    # needed to migrate.
+    store = SQLiteStore(path, reactor=None)  # type: ignore[arg-type]
+    store._prepare_file()
+    try:
+        connection = store._connect(query_only=False)
+        try:
+            return store._migrate(connection)
+        finally:
+            connection.close()
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the database {path}: {e}") from e

@@ -1,0 +1,878 @@
+"""
+The PostgreSQL backend's own promises, beyond the shared behaviour suite of
+C{test_store.py}: the schema (the same in meaning as SQLite's, append-only
+in the database, one decision per submission, versioned and migrated under
+an advisory lock), group commit, several instances on one database (global
+seq, one decision wins, live events across instances exactly once, catch-up
+after a lost listening connection), broken connections replaced, a restart
+of the server, no password in any log line, and the store URLs and
+operator migrations of C{beacon.store._migrate}.
+
+Each test gets a fresh schema of this run's database (see
+C{peers.postgres}); everything blocking (a raw connection, a thread
+starting a migration, pg_ctlcluster) is short or runs off the reactor
+thread, and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+import pytest_twisted
+from peers.postgres import (  # noqa: F401 (fixtures)
+    RunDatabase,
+    local_cluster,
+    pg_ctlcluster,
+    pg_schema,
+    pg_url,
+    postgresql,
+    wait_until_ready,
+)
+from test_store import DECIDED_AT, T0, Heard, all_pages, ids, newest_first, submission
+from twisted.internet import reactor as _reactor
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
+from twisted.logger import formatEvent
+
+from beacon.store import (
+    STATE_COMPLETED,
+    STATE_REJECTED,
+    STATE_SUBMITTED,
+    AlreadyDecided,
+    PostgreSQLStore,
+    StoredTask,
+    StoreError,
+    StoreEvent,
+    _postgres,
+    _sqlite,
+    open_store,
+    parse_store_url,
+    schema_status,
+    sqlite_url,
+    status,
+    upgrade,
+)
+from beacon.store._postgres import MIGRATION_LOCK, SCHEMA_VERSION, redact
+
+reactor = IReactorFromThreads(_reactor)
+
+_T = TypeVar("_T")
+
+#: How long a test polls for something another thread or process does.
+POLL_TIMEOUT = 20.0
+
+
+def start(url: str, **kwargs: int) -> PostgreSQLStore:
+    """A started PostgreSQLStore on C{url}."""
+    store = PostgreSQLStore(url, reactor, **kwargs)
+    store.startService()
+    return store
+
+
+async def poll(check: Callable[[], _T], what: str, timeout: float = POLL_TIMEOUT) -> _T:
+    """
+    Call C{check} every 50 ms, without blocking the reactor, until it
+    returns something true; fail after C{timeout} seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await deferLater(_reactor, 0.05, lambda: None)
+
+
+@pytest_twisted.async_yield_fixture
+async def stores(pg_url: str) -> AsyncIterator[Callable[..., PostgreSQLStore]]:
+    """
+    Start PostgreSQLStores on this test's schema; stop whichever still run.
+    """
+    started: list[PostgreSQLStore] = []
+
+    def make(url: str | None = None, **kwargs: int) -> PostgreSQLStore:
+        store = start(url or pg_url, **kwargs)
+        started.append(store)
+        return store
+
+    yield make
+    for store in started:
+        if store.running:
+            await store.stopService()
+
+
+# The schema.
+
+
+def columns_sqlite(path: Path) -> dict[str, list[tuple[str, bool]]]:
+    """Every table's (column, not null) in order, in a SQLite database."""
+    connection = sqlite3.connect(str(path))
+    try:
+        tables = [
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            table: [
+                (row[1], bool(row[3]) or bool(row[5]))
+                for row in connection.execute(f"PRAGMA table_info({table})")
+            ]
+            for table in tables
+        }
+    finally:
+        connection.close()
+
+
+def test_schema_matches_sqlite(
+    postgresql: RunDatabase, pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    """
+    Both backends' migrations make the same tables with the same columns
+    (in order, with the same NOT NULLs), the same indexes' meaning, and the
+    same schema version.
+    """
+    schema, url = pg_schema
+    assert SCHEMA_VERSION == _sqlite.SCHEMA_VERSION
+    assert len(_postgres.MIGRATIONS) == len(_sqlite.MIGRATIONS)
+    upgrade(url)
+    db = tmp_path / "beacon.sqlite3"
+    upgrade(sqlite_url(str(db)))
+    with postgresql.connect() as connection:
+        rows = connection.execute(
+            "SELECT table_name, column_name, is_nullable = 'NO'"
+            " FROM information_schema.columns WHERE table_schema = %s"
+            " ORDER BY table_name, ordinal_position",
+            (schema,),
+        ).fetchall()
+        indexes = connection.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,)
+        ).fetchall()
+    pg_tables: dict[str, list[tuple[str, bool]]] = {}
+    for table, column, not_null in rows:
+        pg_tables.setdefault(table, []).append((column, bool(not_null)))
+    assert pg_tables == columns_sqlite(db)
+    names = {name for (name,) in indexes}
+    assert {"events_one_decision", "submissions_by_context"} <= names
+
+
+@pytest_twisted.ensureDeferred
+async def test_append_only_in_the_database(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    The database itself refuses UPDATE, DELETE and TRUNCATE on submissions
+    and events, even when no row matches.
+    """
+    store = stores()
+    stored = submission(1)
+    await store.append(stored)
+    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
+    with postgresql.connect(pg_schema[0]) as connection:
+        for statement in (
+            "UPDATE submissions SET content = '\\x00'",
+            "UPDATE submissions SET door = 'x' WHERE id = 'none'",
+            "DELETE FROM submissions",
+            "TRUNCATE submissions CASCADE",
+            "UPDATE events SET state = 'TASK_STATE_SUBMITTED'",
+            "DELETE FROM events WHERE submission_id = 'none'",
+            "TRUNCATE events",
+        ):
+            with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
+                connection.execute(statement)
+    task = await store.get(stored.id)
+    assert task is not None and task.state == STATE_COMPLETED
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_decision_enforced_by_database(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A unique index on events(submission_id) refuses a second decision,
+    whoever writes it, and the foreign key an unknown submission.
+    """
+    store = stores()
+    stored = submission(1)
+    await store.append(stored)
+    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
+    with postgresql.connect(pg_schema[0]) as connection:
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            connection.execute(
+                "INSERT INTO events (submission_id, at_ms, state) VALUES (%s, %s, %s)",
+                (stored.id, DECIDED_AT + 1, STATE_REJECTED),
+            )
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            connection.execute(
+                "INSERT INTO events (submission_id, at_ms, state) VALUES (%s, %s, %s)",
+                ("receipt-9999", DECIDED_AT, STATE_REJECTED),
+            )
+        (count,) = connection.execute("SELECT COUNT(*) FROM events").fetchone() or (0,)
+    assert count == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_restart_keeps_data(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A new store on the same database finds every acknowledged submission
+    and decision (content byte for byte) and does not migrate again.
+    """
+    first = stores()
+    stored = [submission(n, content=bytes(range(256)) * 3) for n in range(20)]
+    await gatherResults([first.append(s) for s in stored])
+    decided = await first.decide(stored[0].id, STATE_COMPLETED, DECIDED_AT, "kept")
+    await first.stopService()
+    second = stores()
+    assert await second.get(stored[0].id) == decided
+    got = await gatherResults([second.get(s.id) for s in stored])
+    assert [task and task.submission for task in got] == stored
+    with pytest.raises(AlreadyDecided):
+        await second.decide(stored[0].id, STATE_REJECTED, DECIDED_AT + 1, None)
+    with postgresql.connect(pg_schema[0]) as connection:
+        versions = connection.execute("SELECT version FROM beacon_schema").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_newer_schema_refuses_start(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A database whose schema is newer than the code refuses to start with a
+    clear StoreError, and beacon db status says so.
+    """
+    await stores().stopService()
+    schema, url = pg_schema
+    with postgresql.connect(schema) as connection:
+        connection.execute(
+            "INSERT INTO beacon_schema VALUES (%s, 0)", (SCHEMA_VERSION + 1,)
+        )
+    newer = PostgreSQLStore(url, reactor)
+    with pytest.raises(StoreError) as caught:
+        newer.startService()
+    assert str(caught.value).startswith(
+        f"database schema version {SCHEMA_VERSION + 1} is newer than this"
+        f" Beacon supports ({SCHEMA_VERSION})"
+    )
+    assert not newer.running
+    assert "newer than this Beacon supports" in status(url)
+    with pytest.raises(StoreError, match="newer"):
+        upgrade(url)
+
+
+@pytest_twisted.ensureDeferred
+async def test_migration_waits_for_the_advisory_lock(
+    postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    Start-up migrates under a session advisory lock: while another session
+    holds it, the migration waits; once released, it runs, once.
+    """
+    schema, url = pg_schema
+    with postgresql.connect(schema) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATION_LOCK)
+        migrating = deferToThread(_postgres.migrate, url)
+
+        def waiting() -> bool:
+            row = holder.execute(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND NOT granted AND classid = %s AND objid = %s",
+                MIGRATION_LOCK,
+            ).fetchone()
+            return bool(row and row[0])
+
+        await poll(waiting, "the migration to wait for the lock")
+        assert not migrating.called
+        assert schema_status(url).current == 0
+        holder.execute("SELECT pg_advisory_unlock(%s, %s)", MIGRATION_LOCK)
+        assert await migrating == (0, SCHEMA_VERSION)
+        versions = holder.execute("SELECT version FROM beacon_schema").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_instances_starting_at_once(
+    postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    Four instances migrating one fresh database at once: all succeed, and
+    each migration is applied and recorded once.
+    """
+    schema, url = pg_schema
+    results = await gatherResults(
+        [deferToThread(_postgres.migrate, url) for _ in range(4)]
+    )
+    assert sorted(results) == [(0, SCHEMA_VERSION)] + [
+        (SCHEMA_VERSION, SCHEMA_VERSION)
+    ] * 3
+    with postgresql.connect(schema) as connection:
+        versions = connection.execute("SELECT version FROM beacon_schema").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+def test_unreachable_database_fails_start() -> None:
+    """
+    A database that cannot be reached fails start-up with a StoreError
+    naming it, without its password.
+    """
+    url = "postgresql://beacon:hunter2-secret@127.0.0.1:1/beacon?connect_timeout=3"
+    store = PostgreSQLStore(url, reactor)
+    with pytest.raises(StoreError) as caught:
+        store.startService()
+    assert "postgresql://beacon@127.0.0.1:1/beacon" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+    assert not store.running
+
+
+def test_bad_sizes() -> None:
+    """max_batch and pool_size below one are refused."""
+    with pytest.raises(ValueError):
+        PostgreSQLStore("postgresql://u@h/db", reactor, max_batch=0)
+    with pytest.raises(ValueError):
+        PostgreSQLStore("postgresql://u@h/db", reactor, pool_size=0)
+
+
+# Group commit.
+
+
+@pytest_twisted.ensureDeferred
+async def test_group_commit(stores: Any) -> None:
+    """
+    200 concurrent appends are committed in fewer transactions than
+    appends, and no transaction holds more than max_batch writes.
+    """
+    store = stores()
+    await gatherResults([store.append(submission(n)) for n in range(200)])
+    assert 1 <= store.transactions < 200
+    small = stores(max_batch=10)
+    await gatherResults([small.append(submission(n + 1000)) for n in range(100)])
+    assert small.transactions == 1 + 10
+
+
+@pytest_twisted.ensureDeferred
+async def test_batch_failure_stores_nothing(stores: Any) -> None:
+    """
+    When one submission of a batch cannot be written, every write of that
+    batch fails with StoreError naming no content, none is stored, no
+    listener hears of it, and the store keeps working.
+    """
+    store = stores()
+    heard = Heard(store)
+    secret = b'{"text":"do not log or echo me"}'
+    alone = store.append(submission(0))  # in flight: the rest queue
+    doomed = [
+        store.append(submission(1, content=secret)),
+        store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, None),
+        store.append(submission(2, id="receipt-0001")),  # the same id
+    ]
+    await alone
+    for answer in doomed:
+        with pytest.raises(StoreError) as caught:
+            await answer
+        assert "do not log" not in str(caught.value)
+    assert await store.get(submission(1).id) is None
+    task = await store.get(submission(0).id)
+    assert task is not None and task.state == STATE_SUBMITTED
+    assert store.transactions == 1
+    await store.append(submission(3))
+    assert await heard.count(2) == [
+        StoreEvent("submitted", submission(0).id),
+        StoreEvent("submitted", submission(3).id),
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_unstorable_text_fails_alone(stores: Any) -> None:
+    """
+    A submission whose message id holds a NUL character (which PostgreSQL's
+    TEXT cannot hold) fails alone with StoreError; the writes around it are
+    stored; ids no row can have are simply unknown.
+    """
+    store = stores()
+    alone = store.append(submission(0))
+    good = store.append(submission(1))
+    bad = submission(2)
+    bad = type(bad)(**{**bad.__dict__, "message_id": "a\x00b"})
+    with pytest.raises(StoreError, match="message_id"):
+        await store.append(bad)
+    await alone
+    await good
+    assert await store.get(submission(1).id) is not None
+    assert await store.get("a\x00b") is None
+    assert await store.status("a\x00b") is None
+    assert await store.decide("a\x00b", STATE_COMPLETED, DECIDED_AT, None) is None
+    page = await store.list_tasks(limit=5, context_id="\x00")
+    assert (page.tasks, page.total) == ([], 0)
+    with pytest.raises(StoreError, match="note"):
+        await store.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, "\x00")
+
+
+# Several instances on one database.
+
+
+@pytest_twisted.ensureDeferred
+async def test_seq_is_global_across_instances(stores: Any) -> None:
+    """
+    Two instances appending in turn number their submissions from one
+    database sequence: seqs are distinct and grow in commit order, and both
+    list the same pages in the same order.
+    """
+    one, two = stores(), stores()
+    appended = []
+    for n in range(12):
+        s = submission(n, received_at_ms=T0 + n // 4)
+        await (one if n % 2 else two).append(s)
+        appended.append(s)
+    got = [await one.get(s.id) for s in appended]
+    seqs = [task.seq for task in got if task is not None]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 12
+    from_one, _ = await all_pages(one, 5)
+    from_two, _ = await all_pages(two, 5)
+    assert ids(from_one) == ids(from_two) == newest_first(appended, {})
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_instances_decide_at_once(stores: Any) -> None:
+    """
+    Two instances deciding the same tasks at once: for each, exactly one
+    wins, the other fails with AlreadyDecided, and both read the winner.
+    """
+    one, two = stores(), stores()
+    for n in range(5):
+        await one.append(submission(n))
+    attempts = []
+    for n in range(5):
+        id_ = submission(n).id
+        attempts.append(one.decide(id_, STATE_COMPLETED, DECIDED_AT, "one"))
+        attempts.append(two.decide(id_, STATE_REJECTED, DECIDED_AT, "two"))
+    outcomes: list[StoredTask | Exception] = []
+    for attempt in attempts:
+        try:
+            outcomes.append(await attempt)
+        except AlreadyDecided as e:
+            outcomes.append(e)
+    for n in range(5):
+        pair = outcomes[2 * n : 2 * n + 2]
+        winners = [o for o in pair if isinstance(o, StoredTask)]
+        assert len(winners) == 1, pair
+        assert sum(isinstance(o, AlreadyDecided) for o in pair) == 1
+        assert await one.get(submission(n).id) == winners[0]
+        assert await two.get(submission(n).id) == winners[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_events_reach_every_instance_once(stores: Any) -> None:
+    """
+    Every instance's listeners hear every instance's commits, their own
+    included, each exactly once, in one and the same commit order; a
+    stopped store has delivered everything committed before it stopped.
+    """
+    one, two = stores(), stores()
+    heard_one, heard_two = Heard(one), Heard(two)
+    writes: list[Deferred[Any]] = []
+    for n in range(10):
+        writes.append((one if n % 3 else two).append(submission(n)))
+    await gatherResults(writes)
+    await one.decide(submission(4).id, STATE_REJECTED, DECIDED_AT, None)
+    await two.decide(submission(5).id, STATE_COMPLETED, DECIDED_AT, None)
+    await heard_one.count(12)
+    await heard_two.count(12)
+    await one.stopService()
+    await two.stopService()
+    assert heard_one.events == heard_two.events
+    assert len(heard_one.events) == 12
+    assert sorted(e.task_id for e in heard_one.events if e.kind == "submitted") == [
+        submission(n).id for n in range(10)
+    ]
+    assert heard_one.events[-2:] == [
+        StoreEvent("decided", submission(4).id),
+        StoreEvent("decided", submission(5).id),
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_stop_delivers_what_was_committed(stores: Any) -> None:
+    """
+    stopService fires only after every write made before it is committed
+    and answered and its event delivered to the listeners.
+    """
+    store = stores()
+    order: list[str] = []
+    store.subscribe(lambda event: order.append(f"heard {event.kind}"))
+    await store.append(submission(1))
+    decided = store.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
+    decided.addCallback(lambda _: order.append("decided"))
+    appended = store.append(submission(2))
+    stopped = store.stopService()
+    stopped.addCallback(lambda _: order.append("stopped"))
+    await stopped
+    await appended
+    assert sorted(order[:-1]) == sorted(
+        ["heard submitted", "decided", "heard decided", "heard submitted"]
+    )
+    assert order[-1] == "stopped"
+    with pytest.raises(StoreError):
+        await store.append(submission(3))
+    with pytest.raises(StoreError):
+        await store.get(submission(1).id)
+
+
+@pytest_twisted.ensureDeferred
+async def test_foreign_notification_ignored(
+    stores: Any, postgresql: RunDatabase, logged_events: Any
+) -> None:
+    """
+    A notification on beacon_events that Beacon did not send is logged
+    (without its payload) and ignored; real events still arrive.
+    """
+    store = stores()
+    heard = Heard(store)
+    with postgresql.connect() as connection:
+        connection.execute("SELECT pg_notify('beacon_events', 'drop table me')")
+    await store.append(submission(1))
+    assert await heard.count(1) == [StoreEvent("submitted", submission(1).id)]
+    ignored = logged_events.named("store.notification_ignored")
+    assert len(ignored) == 1
+    assert "drop table" not in formatEvent(ignored[0])
+
+
+# Lost connections and a lost server.
+
+
+def terminate(run: RunDatabase, where: str, *args: object) -> int:
+    """
+    Terminate the server processes matching C{where} (on
+    pg_stat_activity), waiting until they are gone; return how many.
+    """
+    with run.admin() as connection:
+        rows = connection.execute(
+            f"SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            f" WHERE pid <> pg_backend_pid() AND {where}",
+            args,
+        ).fetchall()
+    return len(rows)
+
+
+@pytest_twisted.ensureDeferred
+async def test_broken_connections_are_replaced(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str], logged_events: Any
+) -> None:
+    """
+    When the server ends every connection of a store, the next reads and
+    writes succeed on new connections, the listening connection comes back
+    and nothing committed is missed or heard twice.
+    """
+    store = stores()
+    heard = Heard(store)
+    await store.append(submission(1))
+    assert await store.get(submission(1).id) is not None
+    await heard.count(1)
+    assert terminate(postgresql, "application_name = %s", pg_schema[0]) >= 3
+    await store.append(submission(2))
+    task = await store.get(submission(2).id)
+    assert task is not None
+    await store.decide(submission(2).id, STATE_COMPLETED, DECIDED_AT, None)
+    await heard.count(3)
+    await store.stopService()
+    assert heard.events == [
+        StoreEvent("submitted", submission(1).id),
+        StoreEvent("submitted", submission(2).id),
+        StoreEvent("decided", submission(2).id),
+    ]
+    assert logged_events.named("store.connection_lost")
+    assert logged_events.named("store.reconnected")
+    assert logged_events.named("store.listen_lost")
+    assert logged_events.named("store.listen_reconnected")
+
+
+@pytest_twisted.ensureDeferred
+async def test_listen_catches_up_after_reconnecting(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str], logged_events: Any
+) -> None:
+    """
+    While an instance's listening connection is down (and cannot come
+    back: the database refuses new connections), writes of that instance
+    and of another commit without reaching its listeners; once it
+    reconnects, a catch-up read delivers them, in commit order, once.
+    """
+    one, two = stores(), stores()
+    heard = Heard(one)
+    await one.append(submission(1))
+    await two.append(submission(2))
+    await heard.count(2)
+    pid = one.listen_backend_pid
+    assert pid is not None
+    postgresql.set_connections_allowed(False)
+    try:
+        assert terminate(postgresql, "pid = %s", pid) == 1
+        await one.append(submission(3))  # the writers' connections stay
+        await two.append(submission(4))
+        await two.decide(submission(1).id, STATE_REJECTED, DECIDED_AT, None)
+        await poll(
+            lambda: logged_events.named("store.listen_failed"),
+            "the listening connection to fail to come back",
+        )
+        assert len(heard.events) == 2
+        assert one.caught_up == 0
+    finally:
+        postgresql.set_connections_allowed(True)
+    await heard.count(5)
+    await one.stopService()
+    assert heard.events == [
+        StoreEvent("submitted", submission(1).id),
+        StoreEvent("submitted", submission(2).id),
+        StoreEvent("submitted", submission(3).id),
+        StoreEvent("submitted", submission(4).id),
+        StoreEvent("decided", submission(1).id),
+    ]
+    assert one.caught_up == 3
+    [reconnected] = logged_events.named("store.listen_reconnected")
+    assert reconnected["count"] == 3
+
+
+restartable = pytest.mark.skipif(
+    local_cluster() is None,
+    reason="no local PostgreSQL cluster this process may restart",
+)
+
+
+@restartable
+@pytest_twisted.ensureDeferred
+async def test_server_restart(
+    stores: Any, postgresql: RunDatabase, logged_events: Any
+) -> None:
+    """
+    PostgreSQL stopped and started again under a running store: every
+    acknowledged submission survives; writes and reads while it is down
+    fail with StoreError (no receipt); afterwards writes succeed and the
+    listening connection recovers, delivering every commit exactly once.
+    """
+    store = stores()
+    heard = Heard(store)
+    before = [submission(n) for n in range(5)]
+    await gatherResults([store.append(s) for s in before])
+    await heard.count(5)
+    try:
+        await deferToThread(pg_ctlcluster, "stop")
+        with pytest.raises(StoreError):
+            await store.append(submission(5))
+        with pytest.raises(StoreError):
+            await store.get(before[0].id)
+        with pytest.raises(StoreError):
+            await store.decide(before[0].id, STATE_COMPLETED, DECIDED_AT, None)
+    finally:
+        await deferToThread(pg_ctlcluster, "start")
+        await deferToThread(wait_until_ready)
+    after = submission(6)
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            await store.append(after)
+            break
+        except StoreError:
+            # The server may still be finishing its start-up.
+            assert attempts < 50, "appends did not succeed after the restart"
+            await deferLater(_reactor, 0.1, lambda: None)
+    got = await gatherResults([store.get(s.id) for s in before + [after]])
+    assert [task and task.submission for task in got] == before + [after]
+    assert await store.get(submission(5).id) is None
+    await heard.count(6)
+    await store.stopService()
+    assert heard.events == [StoreEvent("submitted", s.id) for s in before + [after]]
+    assert logged_events.named("store.listen_reconnected")
+
+
+# Passwords.
+
+
+@pytest_twisted.ensureDeferred
+async def test_password_never_logged(
+    postgresql: RunDatabase, pg_url: str, logged_events: Any
+) -> None:
+    """
+    A password in the URL (trust authentication ignores it) appears in no
+    log event, message or repr; the URL is logged without it.
+    """
+    secret = "s3cret-Pa55word"
+    url = pg_url.replace("://postgres@", f"://postgres:{secret}@")
+    assert secret in url
+    store = start(url)
+    await store.append(submission(1))
+    await store.get(submission(1).id)
+    await store.stopService()
+    texts = [formatEvent(event) for event in logged_events.events]
+    assert any(text.startswith("store.opened: ") for text in texts)
+    assert not [text for text in texts if secret in text]
+    assert secret not in repr(store) and secret not in store.url
+    assert secret not in status(url) and secret not in upgrade(url)
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        (
+            "postgresql://beacon:pw@db.example:5433/beacon",
+            "postgresql://beacon@db.example:5433/beacon",
+        ),
+        (
+            "postgres://beacon:p%40ss@h1:5432,h2:5432/beacon?sslmode=require",
+            "postgres://beacon@h1:5432,h2:5432/beacon?sslmode=require",
+        ),
+        (
+            "postgresql://beacon@h/db?password=pw&sslpassword=x&application_name=b",
+            "postgresql://beacon@h/db?application_name=b",
+        ),
+        ("postgresql:///beacon", "postgresql:///beacon"),
+        ("host=h user=beacon password=pw dbname=db", "user=beacon dbname=db host=h"),
+    ],
+)
+def test_redact(url: str, shown: str) -> None:
+    """redact removes every password from a URL or connection string."""
+    assert redact(url) == shown
+
+
+# Store URLs and operator migrations.
+
+
+@pytest.mark.parametrize(
+    "url, backend, location",
+    [
+        ("sqlite:///beacon-data/beacon.sqlite3", "sqlite", "beacon-data/beacon.sqlite3"),
+        ("sqlite:////var/lib/beacon/db.sqlite3", "sqlite", "/var/lib/beacon/db.sqlite3"),
+        ("postgresql://beacon@db:5432/beacon", "postgresql", "postgresql://beacon@db:5432/beacon"),
+        ("postgres://beacon@db/beacon", "postgresql", "postgres://beacon@db/beacon"),
+    ],
+)
+def test_parse_store_url(url: str, backend: str, location: str) -> None:
+    """sqlite:/// URLs name a file (a fourth slash: absolute), postgresql:// a server."""
+    parsed = parse_store_url(url)
+    assert (parsed.backend, parsed.location) == (backend, location)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "beacon.sqlite3",
+        "sqlite://beacon.sqlite3",
+        "sqlite:///",
+        "sqlite:///dir/",
+        "mysql://beacon@db/beacon",
+        "postgresql://beacon:pw-secret@db/beacon?nosuch=1",
+        "postgresql://beacon:pw-secret@[::1/beacon",
+        "postgresql://beacon@db/beacon?password=pw-secret&nosuch=1",
+    ],
+)
+def test_bad_store_urls(url: str) -> None:
+    """Anything else is a ValueError whose message holds no password."""
+    with pytest.raises(ValueError) as caught:
+        parse_store_url(url)
+    assert "pw-secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "path", ["beacon.sqlite3", "/abs/b.sqlite3", "a dir/50%?#/b.sqlite3", "/x/%41"]
+)
+def test_sqlite_url_round_trip(path: str) -> None:
+    """sqlite_url names any path, and parse_store_url gives it back."""
+    assert parse_store_url(sqlite_url(path)).location == path
+
+
+def test_open_store_picks_the_backend(tmp_path: Path) -> None:
+    """open_store makes the store a URL names, not started."""
+    sqlite_store = open_store(sqlite_url(str(tmp_path / "b.sqlite3")), reactor)
+    assert isinstance(sqlite_store, _sqlite.SQLiteStore)
+    assert sqlite_store.path == str(tmp_path / "b.sqlite3")
+    pg_store = open_store("postgresql://beacon:pw@db/beacon", reactor)
+    assert isinstance(pg_store, PostgreSQLStore)
+    assert pg_store.url == "postgresql://beacon@db/beacon"
+    assert not sqlite_store.running and not pg_store.running
+
+
+def test_upgrade_and_status_sqlite(tmp_path: Path) -> None:
+    """
+    status reads a SQLite database without creating it; upgrade migrates
+    it as start-up would, once.
+    """
+    path = tmp_path / "data" / "beacon.sqlite3"
+    url = sqlite_url(str(path))
+    assert status(url) == (
+        f"{url}: schema version 0, {SCHEMA_VERSION} migration(s) to apply to"
+        f" reach version {SCHEMA_VERSION} (beacon db upgrade, or any Beacon's"
+        " start-up)"
+    )
+    assert not path.exists()
+    assert upgrade(url) == f"{url}: schema version 0 -> {SCHEMA_VERSION}"
+    assert upgrade(url) == f"{url}: schema version {SCHEMA_VERSION}, up to date"
+    assert status(url) == f"{url}: schema version {SCHEMA_VERSION}, up to date"
+    assert schema_status(url).pending == 0
+
+
+def test_upgrade_and_status_postgresql(pg_url: str) -> None:
+    """
+    status reads a PostgreSQL database without changing it; upgrade
+    migrates it once; both name it without a password.
+    """
+    shown = redact(pg_url)
+    assert schema_status(pg_url).current == 0
+    assert status(pg_url).startswith(f"{shown}: schema version 0, 1 migration(s)")
+    assert schema_status(pg_url).current == 0
+    assert upgrade(pg_url) == f"{shown}: schema version 0 -> {SCHEMA_VERSION}"
+    assert upgrade(pg_url) == f"{shown}: schema version {SCHEMA_VERSION}, up to date"
+    assert status(pg_url) == f"{shown}: schema version {SCHEMA_VERSION}, up to date"
+
+
+def test_upgrade_and_status_errors() -> None:
+    """A bad URL or an unreachable database is a StoreError."""
+    with pytest.raises(StoreError, match="a store URL is"):
+        status("mysql://x@y/z")
+    with pytest.raises(StoreError, match="cannot connect"):
+        upgrade("postgresql://x:pw@127.0.0.1:1/z?connect_timeout=3")
+
+
+def test_config_store_url(tmp_path: Path) -> None:
+    """
+    [store] url and --store reach the Config (the command line wins); a
+    bad URL is a usage error before anything starts.
+    """
+    from twisted.python import usage
+
+    from beacon.config import ConfigError, build_config
+    from beacon.service import store_url
+    from beacon.tap import Options
+
+    config = build_config({"store": {"url": "postgresql://b@db/b"}}, data_dir="d")
+    assert config.store_url == "postgresql://b@db/b"
+    assert store_url(config) == "postgresql://b@db/b"
+    default = build_config(data_dir=str(tmp_path))
+    assert default.store_url is None
+    assert store_url(default) == sqlite_url(str(tmp_path / "beacon.sqlite3"))
+    with pytest.raises(ConfigError, match="store URL"):
+        build_config({"store": {"url": "mysql://x"}})
+    with pytest.raises(ConfigError, match="wrong type"):
+        build_config({"store": {"url": 5}})
+    options = Options()
+    config_file = tmp_path / "beacon.toml"
+    config_file.write_text('[store]\nurl = "sqlite:///from-file.sqlite3"\n')
+    options.parseOptions(
+        ["--config", str(config_file), "--store", "postgresql://b:pw@db/b"]
+    )
+    assert options.config is not None
+    assert options.config.store_url == "postgresql://b:pw@db/b"
+    with pytest.raises(usage.UsageError) as caught:
+        Options().parseOptions(["--store", "postgresql://b:pw-secret@[db/b"])
+    assert "pw-secret" not in str(caught.value)
