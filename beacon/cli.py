@@ -683,7 +683,52 @@ def build_parser() -> argparse.ArgumentParser:
         decide.add_argument("--json", action="store_true", help="print the Task as ProtoJSON")
     follow = action("follow", "print new submissions and decisions as they happen, until Ctrl-C")
     follow.add_argument("--json", action="store_true", help="print each event as one JSON line")
+
+    db = commands.add_parser(
+        "db",
+        help="the submission store's schema (migrate before deploying)",
+        description="Show or apply the submission store's schema migrations.",
+    )
+    steps = db.add_subparsers(dest="command", metavar="ACTION", required=True)
+    for name, help in (
+        ("status", "show the schema version (exit 1 when behind or newer than this Beacon)"),
+        ("upgrade", "apply every pending migration, as start-up would"),
+    ):
+        step = steps.add_parser(name, help=help, description=help)
+        step.add_argument("--store", metavar="URL", help="sqlite:///PATH or postgresql://user@host:port/db")
+        step.add_argument("--config", metavar="FILE", help="a configuration file, as for twistd beacon")
+        step.add_argument("--data", metavar="DIR", help="the data directory (for the default SQLite store)")
     return parser
+
+
+def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """
+    Run C{beacon db status|upgrade}: the store is named as C{twistd beacon}
+    names it (C{--store}, else C{--config}'s C{[store] url}, else the SQLite
+    file in C{--data} or C{./beacon-data}).
+
+    @return: The exit code.
+    """
+    from beacon.config import ConfigError, build_config, read_file
+    from beacon.service import store_url
+    from beacon.store import StoreError, schema_status, status, upgrade
+
+    try:
+        config = build_config(
+            read_file(args.config) if args.config else {},
+            data_dir=args.data,
+            store_url=args.store,
+        )
+        url = store_url(config)
+        if args.command == "upgrade":
+            out.write(inert(upgrade(url)) + "\n")
+            return 0
+        out.write(inert(status(url)) + "\n")
+        found = schema_status(url)
+        return 0 if found.current == found.supported else 1
+    except (ConfigError, StoreError) as e:
+        err.write(f"beacon: {inert(str(e))}\n")
+        return 1
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -694,7 +739,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    given = [name for name in ("socket", "data", "discovery") if hasattr(args, name)]
+    given = [
+        name
+        for name in ("socket", "data", "discovery")
+        if args.area == "review" and hasattr(args, name)
+    ]
     if len(given) > 1:
         parser.error(f"give one of --socket, --data and --discovery, not {' and '.join('--' + g for g in given)}")
     return args
@@ -728,6 +777,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    if args.area == "db":
+        return database(args, sys.stdout, sys.stderr)
 
     from twisted.internet import reactor
     from twisted.internet.task import react

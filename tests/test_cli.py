@@ -1133,3 +1133,28 @@ def test_e2e_bearer_door(launcher: BeaconLauncher, tmp_path: Path) -> None:
     assert listed.stdout.splitlines()[1].startswith(task_id)
     missing = run_beacon("review", "list", "--discovery", str(tmp_path / "none.json"), cwd=tmp_path)
     assert "no such discovery file" in assert_one_error_line(missing)
+
+
+def test_db_status_and_upgrade(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """beacon db status says a fresh store is behind (exit 1); upgrade migrates it; status is then current (exit 0)."""
+    from beacon.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["db", "status"]) == 1
+    assert "schema version 0" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--data", "beacon-data"]) == 0
+    assert "schema version 0 -> 1" in capsys.readouterr().out
+    assert main(["db", "status"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_db_errors_are_one_line_without_password(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreachable database is one line on stderr, exit 1, and never shows the password."""
+    from beacon.cli import main
+
+    code = main(["db", "status", "--store", "postgresql://beacon:hunter2@127.0.0.1:1/nowhere"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.err.startswith("beacon: ")
+    assert len(captured.err.splitlines()) == 1
+    assert "hunter2" not in captured.err + captured.out
