@@ -701,3 +701,16 @@ def test_parse_extensions() -> None:
         "https://b/2",
     }
     assert parse_extensions(None) == frozenset()
+
+
+def test_nul_in_a_string_field_is_invalid_params() -> None:
+    """A NUL inside a string field (an id, say) is -32602, before any store sees it."""
+    from beacon.protocol import InvalidParamsError
+    from beacon.protocol._types import parse_get_task, parse_send_message
+
+    with pytest.raises(InvalidParamsError):
+        parse_get_task({"id": "abc\x00def"})
+    with pytest.raises(InvalidParamsError):
+        parse_send_message(
+            {"message": {"messageId": "m\x00", "role": "ROLE_USER", "parts": [{"text": "t"}]}}
+        )

@@ -222,6 +222,9 @@ class _Reader:
         if not isinstance(value, str):
             self._fail(name, "must be a string")
             return ""
+        if "\x00" in value:
+            self._fail(name, "must not contain NUL")
+            return ""
         if limit and len(value) > limit:
             self._fail(name, f"must be at most {limit} characters")
             return ""
