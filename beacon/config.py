@@ -61,6 +61,7 @@ class Config:
     @ivar http: Public HTTP listeners, as Twisted server endpoint strings.
     @ivar public_url: The base URL the card advertises, without a trailing
         slash; None to derive it from the first HTTP listener once bound.
+    @ivar access_log: Whether the public listeners log a line per request.
     @ivar card: The operator's words on the card.
     @ivar limits: The public doors' limits.
     @ivar operator_socket: The operator's unix socket: None for the default
@@ -81,6 +82,7 @@ class Config:
     data_dir: str = DEFAULT_DATA_DIR
     http: tuple[str, ...] = DEFAULT_HTTP
     public_url: str | None = None
+    access_log: bool = False
     card: CardText = field(default_factory=CardText)
     limits: Limits = field(default_factory=Limits)
     operator_socket: str | None = None
@@ -108,7 +110,7 @@ class Config:
 
 
 _SECTIONS: dict[str, set[str]] = {
-    "server": {"data", "http", "public_url"},
+    "server": {"data", "http", "public_url", "access_log"},
     "card": {
         "name",
         "description",
@@ -263,6 +265,10 @@ def build_config(
         if not isinstance(listeners, list) or not all(isinstance(v, str) for v in listeners):
             raise ConfigError("[server] http must be a list of endpoint strings")
         config = replace(config, http=tuple(listeners))
+    if "access_log" in server:
+        config = replace(
+            config, access_log=_typed("server", "access_log", server["access_log"], bool)
+        )
     if server.get("public_url"):
         config = replace(
             config, public_url=_typed("server", "public_url", server["public_url"], str)

@@ -456,7 +456,9 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
 
     beacon = beacon_resources(config, store, reactor)
     site = BeaconSite(
-        beacon.mount(Container()), max_body=config.limits.max_body
+        beacon.mount(Container()),
+        max_body=config.limits.max_body,
+        access_log=config.access_log,
     )
     site.noisy = False
     public: dict[str, str] = {}

@@ -425,3 +425,26 @@ def test_head_refusal_has_no_body(beacon: Beacon, logged_events: Any) -> None:
     assert response.code == 405
     assert _sync.successResultOf(response.content()) == b""
     assert not [e for e in logged_events.events if "eat it" in str(e.get("log_format", ""))]
+
+
+def test_access_log_only_when_asked() -> None:
+    """BeaconSite writes no per-request access line unless access_log is set."""
+    lines: list[str] = []
+
+    class Lines:
+        def write(self, line: str) -> None:
+            lines.append(line)
+
+    for enabled in (False, True):
+        site = BeaconSite(Resource(), access_log=enabled)
+        site._logFile = Lines()  # type: ignore[attr-defined]
+        site._logDateTime = "now"  # type: ignore[attr-defined]
+        site._logFormatter = lambda when, request: f"{when} request"  # type: ignore[attr-defined]
+        site.log(object())  # type: ignore[arg-type]
+    assert lines == ["now request\n"]
+
+
+def test_forms_are_never_parsed() -> None:
+    """A POST with a form Content-Type is not parsed into args (Beacon speaks JSON)."""
+    site = BeaconSite(Resource())
+    assert site._parsePOSTFormSubmission is False

@@ -146,20 +146,38 @@ class LimitedRequest(server.Request):
 
 class BeaconSite(server.Site):
     """
-    A L{Site} whose requests are L{LimitedRequest}s and which never shows a
-    traceback to a peer.
+    A L{Site} whose requests are L{LimitedRequest}s, which never shows a
+    traceback to a peer, never parses bodies as HTML forms (Beacon speaks
+    JSON; form parsing would also cost a MIME parse of every POST's
+    Content-Type), and writes a per-request access log line only when asked.
     """
 
     requestFactory = LimitedRequest
     displayTracebacks = False
 
-    def __init__(self, resource: IResource, *, max_body: int = DEFAULT_MAX_BODY, **kw: Any) -> None:
+    def __init__(
+        self,
+        resource: IResource,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        access_log: bool = False,
+        **kw: Any,
+    ) -> None:
         """
         @param resource: The root resource.
         @param max_body: The body cap, in bytes (inclusive).
+        @param access_log: Whether to log a combined-format line for every
+            request (Beacon's own events already record every refusal and
+            every stored submission).
         """
-        super().__init__(resource, **kw)
+        super().__init__(resource, parsePOSTFormSubmission=False, **kw)
         self.max_body = max_body
+        self.access_log = access_log
+
+    def log(self, request: server.Request) -> None:
+        """Write the access log line, if access logging is on."""
+        if self.access_log:
+            super().log(request)
 
 
 def _refuse(
