@@ -40,12 +40,27 @@ class Limits:
     @ivar rate: Sustained requests per second per source (0 disables).
     @ivar burst: How many requests a fresh source may send at once.
     @ivar trusted_proxies: Networks whose X-Forwarded-For is believed.
+    @ivar idle_timeout: Seconds an HTTP connection may stay silent.
+    @ivar header_timeout: Seconds from a request line to its last header.
+    @ivar body_timeout: Seconds from the headers to the body's last byte.
     """
 
     max_body: int = 64 * 1024
     rate: float = 2.0
     burst: int = 20
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    idle_timeout: float = 60.0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+
+    def site_options(self) -> dict[str, Any]:
+        """The keyword arguments of a L{BeaconSite} these limits describe."""
+        return {
+            "max_body": self.max_body,
+            "idle_timeout": self.idle_timeout,
+            "header_timeout": self.header_timeout,
+            "body_timeout": self.body_timeout,
+        }
 
     def source_resolver(self) -> SourceResolver:
         """The L{SourceResolver} these limits describe."""
@@ -118,7 +133,15 @@ _SECTIONS: dict[str, set[str]] = {
         "provider_url",
         "documentation_url",
     },
-    "limits": {"max_body", "rate", "burst", "trusted_proxies"},
+    "limits": {
+        "max_body",
+        "rate",
+        "burst",
+        "trusted_proxies",
+        "idle_timeout",
+        "header_timeout",
+        "body_timeout",
+    },
     "operator": {"socket", "http"},
     "store": {"url"},
     "websocket": {
@@ -287,6 +310,10 @@ def build_config(
         limits = replace(limits, rate=float(rate))
     if "burst" in limit_values:
         limits = replace(limits, burst=_typed("limits", "burst", limit_values["burst"], int))
+    for key in ("idle_timeout", "header_timeout", "body_timeout"):
+        if key in limit_values:
+            seconds = _typed("limits", key, limit_values[key], (int, float))
+            limits = replace(limits, **{key: float(seconds)})
     if "trusted_proxies" in limit_values:
         limits = replace(limits, trusted_proxies=_networks(limit_values["trusted_proxies"]))
 
@@ -402,6 +429,9 @@ def validate(config: Config) -> Config:
         raise ConfigError("[limits] rate must be between 0 (off) and 1000000 per second")
     if not (1 <= limits.burst <= 1_000_000):
         raise ConfigError("[limits] burst must be between 1 and 1000000")
+    for key in ("idle_timeout", "header_timeout", "body_timeout"):
+        if not (0.1 <= getattr(limits, key) <= 86400):
+            raise ConfigError(f"[limits] {key} must be between 0.1 and 86400 seconds")
     _check_websocket(config.websocket)
     if config.store_url is not None:
         try:

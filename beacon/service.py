@@ -388,13 +388,15 @@ def _add_operator_doors(
                 EXTENSION_DECLARATIONS,
             ),
         )
-        site = BeaconSite(door.root, max_body=config.limits.max_body)
+        site = BeaconSite(door.root, clock=reactor, **config.limits.site_options())
         site.noisy = False
         OperatorSocket(reactor, absolute, PeerCheckedFactory(site, absolute)).setServiceParent(root)
     if config.operator_http:
         token = new_token()
         door = operator_door(policy, reactor, source=lambda request: "bearer")
-        site = BeaconSite(BearerGate(door.root, token), max_body=config.limits.max_body)
+        site = BeaconSite(
+            BearerGate(door.root, token), clock=reactor, **config.limits.site_options()
+        )
         site.noisy = False
 
         def bound(ports: list[IListeningPort]) -> None:
@@ -457,8 +459,9 @@ def makeService(config: Config, reactor: IReactorCore) -> MultiService:
     beacon = beacon_resources(config, store, reactor)
     site = BeaconSite(
         beacon.mount(Container()),
-        max_body=config.limits.max_body,
         access_log=config.access_log,
+        clock=reactor,
+        **config.limits.site_options(),
     )
     site.noisy = False
     public: dict[str, str] = {}

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from treq.testing import StubTreq
 from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
@@ -329,7 +331,7 @@ def test_embedding_in_an_existing_site() -> None:
 
 def connect(beacon: Beacon, max_body: int = CAP) -> tuple[Any, StringTransport]:
     """A channel of a BeaconSite over the beacon's tree, on a StringTransport."""
-    site = BeaconSite(beacon.root, max_body=max_body)
+    site = BeaconSite(beacon.root, max_body=max_body, clock=beacon.clock)
     channel = site.buildProtocol(IPv4Address("TCP", "192.0.2.7", 4321))
     transport = StringTransport(peerAddress=IPv4Address("TCP", "192.0.2.7", 4321))
     channel.makeConnection(transport)
@@ -448,3 +450,74 @@ def test_forms_are_never_parsed() -> None:
     """A POST with a form Content-Type is not parsed into args (Beacon speaks JSON)."""
     site = BeaconSite(Resource())
     assert site._parsePOSTFormSubmission is False
+
+
+# Slow peers: every timeout on the injected clock.
+
+
+def slow_site(beacon: Beacon) -> tuple[Any, StringTransport]:
+    """A channel of a BeaconSite with short timeouts on the beacon's Clock."""
+    site = BeaconSite(
+        beacon.root, clock=beacon.clock, idle_timeout=60, header_timeout=10, body_timeout=30
+    )
+    channel = site.buildProtocol(IPv4Address("TCP", "192.0.2.7", 4321))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "192.0.2.7", 4321))
+    channel.makeConnection(transport)
+    return channel, transport
+
+
+def test_headers_trickled_past_the_header_timeout_get_408(beacon: Beacon, logged_events: Any) -> None:
+    """A peer sending one header byte a second is answered 408 and cut off at the header timeout."""
+    channel, transport = slow_site(beacon)
+    channel.dataReceived(b"POST /a2a/v1 HTTP/1.1\r\n")
+    for byte in b"X-Slow: " + b"a" * 20:
+        channel.dataReceived(bytes([byte]))
+        beacon.clock.advance(1)
+        if transport.disconnecting:
+            break
+    raw = transport.value()
+    assert status_of(raw) == 408
+    assert b'"request_timeout"' in raw
+    assert transport.disconnecting
+    assert logged_events.named("http.request_timeout")
+    assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
+
+
+def test_stalled_body_gets_408_at_the_body_timeout(beacon: Beacon) -> None:
+    """A body that stalls is answered 408 at the body timeout; nothing is stored."""
+    channel, transport = slow_site(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\""
+    )
+    beacon.clock.advance(29)
+    assert transport.value() == b""
+    beacon.clock.advance(1)
+    assert status_of(transport.value()) == 408
+    assert transport.disconnecting
+    assert beacon.store.submissions == {}
+
+
+def test_prompt_request_leaves_no_timer_behind(beacon: Beacon) -> None:
+    """A complete request cancels its deadlines; only the idle timeout remains until it closes."""
+    body = json.dumps(send_message()).encode()
+    channel, transport = slow_site(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    assert status_of(transport.value()) == 200
+    assert len(beacon.clock.getDelayedCalls()) == 1  # the connection's idle timeout
+    beacon.clock.advance(60)
+    assert transport.disconnecting or transport.disconnected
+    channel.connectionLost(Failure(ConnectionDone()))
+    assert [c for c in beacon.clock.getDelayedCalls() if c.active()] == []
+
+
+def test_idle_connection_is_closed(beacon: Beacon) -> None:
+    """A connection that never says anything is closed at the idle timeout."""
+    channel, transport = slow_site(beacon)
+    beacon.clock.advance(59)
+    assert not transport.disconnecting
+    beacon.clock.advance(1)
+    assert transport.disconnecting or transport.disconnected
+    channel.connectionLost(Failure(ConnectionDone()))

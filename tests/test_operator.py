@@ -358,7 +358,7 @@ def test_streaming_method_as_notification_is_not_run(inbox: Inbox) -> None:
 def open_stream(inbox: Inbox, keepalive: float = 15.0) -> tuple[Any, StringTransport]:
     """POST beacon.inbox.Follow to the operator door's resource tree over a StringTransport."""
     door = operator_door(OperatorPolicy(inbox.store, inbox.clock), inbox.clock)
-    site = BeaconSite(door.root)
+    site = BeaconSite(door.root, clock=inbox.clock)
     channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
     transport = StringTransport()
     channel.makeConnection(transport)

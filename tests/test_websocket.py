@@ -288,7 +288,7 @@ class Server:
         resources = public_resources(self.dispatcher, self.limits)
         root = resources.mount(Resource())
         root.children[b"a2a"].putChild(b"ws", WebSocketResource(self.factory))
-        self.site = BeaconSite(root, max_body=max_body, reactor=self.clock)
+        self.site = BeaconSite(root, max_body=max_body, clock=self.clock)
         self.treq = StubTreq(root)
         self._port = 40000
 

@@ -62,6 +62,12 @@ log = Logger()
 
 #: The default cap on a request body, in bytes (inclusive).
 DEFAULT_MAX_BODY = 64 * 1024
+#: Default seconds a connection may stay silent.
+DEFAULT_IDLE_TIMEOUT = 60.0
+#: Default seconds from a request line to the end of its headers.
+DEFAULT_HEADER_TIMEOUT = 10.0
+#: Default seconds from the end of the headers to the end of the body.
+DEFAULT_BODY_TIMEOUT = 30.0
 
 JSON_TYPE = b"application/json"
 
@@ -84,14 +90,39 @@ class LimitedRequest(server.Request):
     body. Over the cap it answers 413 at once and closes the connection:
     when the declared Content-Length is over, before reading the body; when a
     chunked or streamed body grows over, as soon as it does.
+
+    It also bounds time, on the site's reactor: the headers must be complete
+    within the site's C{header_timeout} of the request line, and the body
+    within C{body_timeout} of the headers; otherwise 408 and the connection
+    is closed (a peer that sends one byte a second is cut off, not served).
     """
 
     _received = 0
     _refused = False
+    _deadline: Any = None
+
+    def __init__(self, channel: Any, *args: Any, **kw: Any) -> None:
+        super().__init__(channel, *args, **kw)
+        self._start_deadline("header_timeout", "headers")
+
+    def _site_value(self, name: str, default: Any) -> Any:
+        site = getattr(self.channel, "site", None)
+        return getattr(site, name, default)
 
     def _max_body(self) -> int:
-        site = getattr(self.channel, "site", None)
-        return int(getattr(site, "max_body", DEFAULT_MAX_BODY))
+        return int(self._site_value("max_body", DEFAULT_MAX_BODY))
+
+    def _start_deadline(self, setting: str, what: str) -> None:
+        self._cancel_deadline()
+        seconds = self._site_value(setting, None)
+        clock = self._site_value("reactor", None)
+        if seconds and clock is not None:
+            self._deadline = clock.callLater(seconds, self._refuse_slow, what, seconds)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None and self._deadline.active():
+            self._deadline.cancel()
+        self._deadline = None
 
     def gotLength(self, length: int | None) -> None:
         """
@@ -100,6 +131,10 @@ class LimitedRequest(server.Request):
         self.content = BytesIO()
         if length is not None and length > self._max_body():
             self._refuse_too_large()
+        elif length == 0:
+            self._cancel_deadline()
+        else:
+            self._start_deadline("body_timeout", "body")
 
     def handleContentChunk(self, data: bytes) -> None:
         """
@@ -118,30 +153,61 @@ class LimitedRequest(server.Request):
         """
         Process the request, unless it was already refused.
         """
+        self._cancel_deadline()
         if self._refused:
             return
         super().requestReceived(command, path, version)
 
-    def _refuse_too_large(self) -> None:
+    def connectionLost(self, reason: Any) -> None:
+        """The connection went away: no deadline outlives it."""
+        self._cancel_deadline()
+        super().connectionLost(reason)
+
+    def _peer_host(self) -> str:
+        transport = self.channel.transport if self.channel else None
+        peer = transport.getPeer() if transport else None
+        return str(getattr(peer, "host", "unknown"))
+
+    def _refuse_raw(self, status: bytes, body: bytes) -> None:
+        """
+        Answer before the request is complete, then close: the channel is
+        still reading this request, so the answer goes straight to the
+        transport.
+        """
         self._refused = True
-        limit = self._max_body()
+        self._cancel_deadline()
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
-        body = _too_large_body(limit)
         channel = self.channel
-        peer = channel.transport.getPeer() if channel.transport else None
-        log.warn(
-            "http.too_large: refused a request body over {limit} bytes from {source}",
-            limit=limit,
-            source=getattr(peer, "host", "unknown"),
-        )
         channel.transport.write(
-            b"HTTP/1.1 413 Content Too Large\r\n"
+            b"HTTP/1.1 " + status + b"\r\n"
             b"Content-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
             b"Connection: close\r\n\r\n" + body
         )
         channel.loseConnection()
+
+    def _refuse_too_large(self) -> None:
+        limit = self._max_body()
+        log.warn(
+            "http.too_large: refused a request body over {limit} bytes from {source}",
+            limit=limit,
+            source=self._peer_host(),
+        )
+        self._refuse_raw(b"413 Content Too Large", _too_large_body(limit))
+
+    def _refuse_slow(self, what: str, seconds: float) -> None:
+        self._deadline = None
+        log.warn(
+            "http.request_timeout: the {what} from {source} took longer than {seconds} s",
+            what=what,
+            source=self._peer_host(),
+            seconds=seconds,
+        )
+        self._refuse_raw(
+            b"408 Request Timeout",
+            error_body("request_timeout", f"the request's {what} took longer than {seconds} s"),
+        )
 
 
 class BeaconSite(server.Site):
@@ -161,6 +227,10 @@ class BeaconSite(server.Site):
         *,
         max_body: int = DEFAULT_MAX_BODY,
         access_log: bool = False,
+        clock: IReactorTime | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
+        body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
         **kw: Any,
     ) -> None:
         """
@@ -169,10 +239,25 @@ class BeaconSite(server.Site):
         @param access_log: Whether to log a combined-format line for every
             request (Beacon's own events already record every refusal and
             every stored submission).
+        @param clock: Times every timeout (the reactor; a Clock in tests).
+        @param idle_timeout: Seconds a connection may stay silent; None: no
+            limit.
+        @param header_timeout: Seconds from a request line to the end of its
+            headers; None: no limit.
+        @param body_timeout: Seconds from the headers to the end of the
+            body; None: no limit.
         """
-        super().__init__(resource, parsePOSTFormSubmission=False, **kw)
+        super().__init__(
+            resource,
+            parsePOSTFormSubmission=False,
+            reactor=clock,
+            timeout=idle_timeout,
+            **kw,
+        )
         self.max_body = max_body
         self.access_log = access_log
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
 
     def log(self, request: server.Request) -> None:
         """Write the access log line, if access logging is on."""
