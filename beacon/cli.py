@@ -1,6 +1,20 @@
 """
-The C{beacon} console script. For now, C{beacon review}: read and decide on
-submissions through the operator's door::
+The C{beacon} console script.
+
+Talk to any A2A 1.0 agent (Beacon, the a2a-sdk's, any other)::
+
+    beacon card URL [--json]
+    beacon send URL TEXT [--data FILE.json] [--binding jsonrpc|websocket|unix]
+                         [--socket PATH] [--json]
+    beacon task URL ID [--json]
+
+C{URL} is the agent's base URL (its card is C{URL/.well-known/agent-card.json}),
+the card's own URL, or C{unix:///path} (the card on that socket, which is
+then dialled). Each takes C{--timeout S}, which bounds the whole command
+(default 30), and C{--connect-timeout S}. Exit codes: 0 success, 1 the agent
+could not be reached, refused or answered nonsense, 2 usage, 3 timeout.
+
+Read and decide on submissions through Beacon's operator door::
 
     beacon review list [--status S] [--limit N] [--json]
     beacon review show ID [--json]
@@ -43,6 +57,8 @@ from twisted.internet.defer import Deferred
 from beacon import __version__
 from beacon.client import (
     DEFAULT_TIMEOUT,
+    A2AClient,
+    AgentCard,
     ClientError,
     Feed,
     HTTPStatusError,
@@ -50,7 +66,11 @@ from beacon.client import (
     OperatorClient,
     RPCError,
     Timeout,
+    Timeouts,
     TransportError,
+    fetch_card,
+    outcome_of,
+    text_message,
 )
 
 #: Where C{twistd beacon} puts its operator socket when started here.
@@ -607,6 +627,263 @@ async def run(
         reactor.removeSystemEventTrigger(trigger)
 
 
+# Talking to other agents: beacon card, send, task.
+
+#: How long a peer command may take by default, in seconds.
+DEFAULT_PEER_TIMEOUT = 30.0
+#: How long connecting may take by default, in seconds.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Exit code of a command that ran out of time.
+EXIT_TIMEOUT = 3
+
+
+def describe_peer(error: ClientError) -> str:
+    """One line saying what went wrong talking to an agent (without C{beacon:})."""
+    if isinstance(error, TransportError):
+        return f"cannot reach the agent at {inert(error.address)}: {inert(error.reason)}"
+    if isinstance(error, RPCError):
+        reason = f", {inert(error.reason)}" if error.reason else ""
+        details = _violations(error)
+        message = inert(error.message)
+        if details:
+            message += f": {details}"
+        return f"the agent refused the request: {message} (error {error.code}{reason})"
+    if isinstance(error, (HTTPStatusError, InvalidResponse)):
+        return f"unexpected answer from the agent: {inert(str(error))}"
+    return inert(str(error))
+
+
+def card_lines(card: AgentCard) -> list[str]:
+    """An agent card, readably."""
+    yes = {True: "yes", False: "no"}
+    lines = [f"{inert(card.name)}  (version {inert(card.version) or '?'})"]
+    if card.description:
+        lines.append(f"  {inert(card.description)}")
+    if card.provider is not None:
+        lines.append(f"provider: {inert(card.provider.organization)} {inert(card.provider.url)}".rstrip())
+    if card.documentation_url:
+        lines.append(f"documentation: {inert(card.documentation_url)}")
+    lines.append("interfaces:")
+    for interface in card.supported_interfaces:
+        tenant = f"  tenant {inert(interface.tenant)}" if interface.tenant else ""
+        lines.append(
+            f"  {inert(interface.protocol_binding)} {inert(interface.protocol_version) or '?'}  "
+            f"{inert(interface.url)}{tenant}"
+        )
+    caps = card.capabilities
+    lines.append(
+        f"capabilities: streaming {yes[caps.streaming]}, push notifications "
+        f"{yes[caps.push_notifications]}, extended card {yes[caps.extended_agent_card]}"
+    )
+    if caps.extensions:
+        lines.append("extensions:")
+        for extension in caps.extensions:
+            required = " (required)" if extension.required else ""
+            about = f"  {inert(extension.description)}" if extension.description else ""
+            lines.append(f"  {inert(extension.uri)}{required}{about}")
+    lines.append(
+        f"modes: in {', '.join(inert(m) for m in card.default_input_modes) or '-'}; "
+        f"out {', '.join(inert(m) for m in card.default_output_modes) or '-'}"
+    )
+    lines.append("skills:" if card.skills else "skills: none")
+    for skill in card.skills:
+        tags = f"  [{', '.join(inert(t) for t in skill.tags)}]" if skill.tags else ""
+        lines.append(f"  {inert(skill.id)}: {inert(skill.name)}{tags}")
+        if skill.description:
+            lines.append(f"      {inert(skill.description)}")
+    if card.security_schemes:
+        lines.append("security:")
+        for name, scheme in card.security_schemes.items():
+            lines.append(f"  {inert(name)}: {inert(scheme.summary())}")
+    else:
+        lines.append("security: none declared")
+    return lines
+
+
+def task_lines(task: Any) -> list[str]:
+    """A task's id, state and last status message, readably."""
+    lines = [f"task {inert(_get(task, 'id'))}", f"state {inert(_get(task, 'status', 'state'))}"]
+    timestamp = _get(task, "status", "timestamp")
+    if timestamp:
+        lines.append(f"updated {when(timestamp)}")
+    if _get(task, "contextId"):
+        lines.append(f"context {inert(_get(task, 'contextId'))}")
+    parts = _get(task, "status", "message", "parts")
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(_get(part, "text"), str):
+            lines.append(inert(part["text"], newlines=True))
+    for artifact in _get(task, "artifacts") or []:
+        for part in _get(artifact, "parts") or []:
+            if isinstance(_get(part, "text"), str):
+                lines.append(inert(part["text"], newlines=True))
+    return lines
+
+
+def _peer_timeouts(args: argparse.Namespace) -> Timeouts:
+    total = args.timeout
+    return Timeouts(connect=min(args.connect_timeout, total), response=total, idle=total)
+
+
+def _read_data(path: str) -> Any:
+    """
+    The JSON document in C{path} (for C{--data}).
+
+    @raise ValueError: It cannot be read or is not JSON.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(16 * 1024 * 1024 + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
+    if len(raw) > 16 * 1024 * 1024:
+        raise ValueError(f"{path} is larger than 16 MiB")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{path} is not valid JSON") from None
+
+
+async def _peer_card(reactor: Any, args: argparse.Namespace, io: _Session) -> int:
+    # --socket only says which socket a unix:///path URL's card is read on.
+    socket = args.socket if args.url.startswith("unix://") else None
+    card = await fetch_card(reactor, args.url, timeouts=_peer_timeouts(args), socket_path=socket)
+    if args.json:
+        io.line(json_text(dict(card.raw)))
+    else:
+        for line in card_lines(card):
+            io.line(line)
+    return 0
+
+
+async def _peer_client(reactor: Any, args: argparse.Namespace) -> A2AClient:
+    preference = [args.binding] if args.binding else None
+    return await A2AClient.discover(
+        reactor,
+        args.url,
+        preference=preference,
+        socket_path=args.socket,
+        timeouts=_peer_timeouts(args),
+    )
+
+
+async def _peer_send(reactor: Any, args: argparse.Namespace, io: _Session) -> int:
+    client = await _peer_client(reactor, args)
+    try:
+        result = await client.send_message(text_message(args.text, args.data_document))
+    finally:
+        await client.close()
+    if args.json:
+        io.line(json_text(result))
+        return 0
+    outcome = outcome_of(result)
+    if outcome.task is not None:
+        io.line(f"task {inert(_get(outcome.task, 'id'))} {inert(_get(outcome.task, 'status', 'state'))}")
+        if outcome.text:
+            io.line(inert(outcome.text, newlines=True))
+    else:
+        io.line(inert(outcome.text or "", newlines=True))
+    return 0
+
+
+async def _peer_task(reactor: Any, args: argparse.Namespace, io: _Session) -> int:
+    client = await _peer_client(reactor, args)
+    try:
+        task = await client.get_task(args.id)
+    finally:
+        await client.close()
+    if args.json:
+        io.line(json_text(task))
+    else:
+        for line in task_lines(task):
+            io.line(line)
+    return 0
+
+
+_PEER_COMMANDS: dict[str, Callable[..., Any]] = {
+    "card": _peer_card,
+    "send": _peer_send,
+    "task": _peer_task,
+}
+
+
+async def run_peer(reactor: Any, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """
+    Run one parsed C{beacon card|send|task} command, bounded as a whole by
+    C{--timeout} on C{reactor}'s clock.
+
+    @return: The exit code.
+    """
+    from beacon.client._transport import Deadline
+
+    io = _Session(out, err)
+    seconds = args.timeout
+    command = Deferred.fromCoroutine(_PEER_COMMANDS[args.area](reactor, args, io))
+    bounded = Deadline(
+        reactor, seconds, lambda: Timeout(args.url, seconds, "command", "the agent")
+    ).start(command)
+    try:
+        code: int = await bounded
+        return code
+    except BrokenPipeError:
+        raise
+    except Timeout as e:
+        err.write(f"beacon: {describe_peer(e)}\n")
+        return EXIT_TIMEOUT
+    except ClientError as e:
+        err.write(f"beacon: {describe_peer(e)}\n")
+        return 1
+    except Exception as e:
+        err.write(f"beacon: internal error: {type(e).__name__}: {inert(str(e))}\n")
+        return 1
+
+
+def _peer_parsers(commands: Any) -> None:
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "url", metavar="URL",
+            help="the agent's base URL, its card's URL, or unix:///path (its socket)",
+        )
+        parser.add_argument(
+            "--timeout", metavar="S", type=_seconds, default=DEFAULT_PEER_TIMEOUT,
+            help=f"bound the whole command to S seconds [default: {DEFAULT_PEER_TIMEOUT:g}]",
+        )
+        parser.add_argument(
+            "--connect-timeout", metavar="S", type=_seconds, default=DEFAULT_CONNECT_TIMEOUT,
+            help=f"bound each connection attempt [default: {DEFAULT_CONNECT_TIMEOUT:g}]",
+        )
+        parser.add_argument(
+            "--socket", metavar="PATH", default=None,
+            help="dial this unix socket for an interface of the unix socket binding "
+            "(never a path the card names)",
+        )
+        parser.add_argument("--json", action="store_true", help="print ProtoJSON")
+
+    def calls(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--binding", choices=("jsonrpc", "websocket", "unix"), default=None,
+            help="use only this binding [default: the card's first one this client implements]",
+        )
+
+    card = commands.add_parser(
+        "card", help="show an A2A agent's card", description="Fetch and show an A2A agent's card."
+    )
+    common(card)
+    send = commands.add_parser(
+        "send", help="send a message to an A2A agent",
+        description="Send a message to an A2A agent; print the task (id, state) or the reply's text.",
+    )
+    common(send)
+    calls(send)
+    send.add_argument("text", metavar="TEXT")
+    send.add_argument("--data", metavar="FILE.json", default=None, help="add this JSON document as a data part")
+    task = commands.add_parser(
+        "task", help="get a task from an A2A agent", description="Get a task from an A2A agent."
+    )
+    common(task)
+    calls(task)
+    task.add_argument("id", metavar="ID")
+
+
 # The command line.
 
 
@@ -654,6 +931,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read and decide on submissions through Beacon's operator door.",
     )
     _connection_options(review)
+    _peer_parsers(commands)
     actions = review.add_subparsers(dest="command", metavar="ACTION", required=True)
 
     def action(name: str, help: str) -> argparse.ArgumentParser:
@@ -746,6 +1024,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ]
     if len(given) > 1:
         parser.error(f"give one of --socket, --data and --discovery, not {' and '.join('--' + g for g in given)}")
+    if args.area in _PEER_COMMANDS:
+        args.command = args.area
+        if getattr(args, "binding", None) == "unix" and args.socket is None and not args.url.startswith("unix://"):
+            parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
+        args.data_document = None
+        if getattr(args, "data", None) is not None:
+            try:
+                args.data_document = _read_data(args.data)
+            except ValueError as e:
+                parser.error(f"--data: {e}")
     return args
 
 
@@ -767,7 +1055,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     The C{beacon} console script.
 
-    @return: The exit code: 0 success, 1 error, 2 usage.
+    @return: The exit code: 0 success, 1 error, 2 usage, 3 timeout (the
+        agent commands).
     """
     try:
         args = parse_args(argv)
@@ -786,7 +1075,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def start(reactor: Any) -> Deferred[None]:
         async def command() -> None:
             try:
-                code = await run(reactor, args, sys.stdout, sys.stderr)
+                if args.area in _PEER_COMMANDS:
+                    code = await run_peer(reactor, args, sys.stdout, sys.stderr)
+                else:
+                    code = await run(reactor, args, sys.stdout, sys.stderr)
             except BrokenPipeError:
                 _quiet_broken_pipe()
                 code = 0

@@ -1,22 +1,56 @@
 """
-Beacon's outbound client. For now: the operator client, which reads and
-decides on submissions through the operator's unix socket (or its loopback
-bearer door), as the C{beacon review} commands do.
+Beacon's outbound clients.
 
-Every call is bounded by a timeout on the injected clock and fails with one
+  - L{A2AClient} talks to any A2A 1.0 agent: L{fetch_card} reads its card
+    (typed: L{AgentCard}), L{select_interface} chooses an interface it
+    implements (JSON-RPC over HTTP(S), the WebSocket binding, JSON-RPC on a
+    unix socket the caller configured), and the client calls the eleven
+    methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
+    fails.
+  - L{OperatorClient} reads and decides on submissions through Beacon's
+    own operator socket (or its loopback bearer door), as the
+    C{beacon review} commands do.
+
+Every call is bounded by timeouts on the injected clock and fails with one
 of the L{ClientError} family.
 """
 
+from beacon.client._a2a import (
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CARD,
+    IDEMPOTENT,
+    A2AClient,
+    Limits,
+    Outcome,
+    Timeouts,
+    fetch_card,
+    outcome_of,
+    text_message,
+)
+from beacon.client._card import (
+    WELL_KNOWN_CARD,
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    SecurityScheme,
+    card_url,
+    parse_card,
+)
 from beacon.client._errors import (
     ClientError,
     HTTPStatusError,
+    InvalidCard,
     InvalidResponse,
+    NoCompatibleInterface,
     RPCError,
     Timeout,
     TransportError,
 )
+from beacon.client._jsonrpc import A2A_VERSION
 from beacon.client._operator import (
-    A2A_VERSION,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TIMEOUT,
     INBOX_EVENTS_EXTENSION,
@@ -26,25 +60,67 @@ from beacon.client._operator import (
     OperatorClient,
     read_discovery_file,
 )
+from beacon.client._select import (
+    BINDINGS,
+    JSONRPC,
+    LEGACY_WEBSOCKET,
+    UNIX_BINDING,
+    WEBSOCKET_BINDING,
+    Selected,
+    select_interface,
+)
 from beacon.client._sse import DEFAULT_MAX_EVENT, EventTooLarge, SSEReader
+from beacon.client._stream import EventStream
+from beacon.client._websocket import DEFAULT_MAX_MESSAGE
 
 __all__ = [
     "A2A_VERSION",
-    "ClientError",
+    "BINDINGS",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_CARD",
     "DEFAULT_MAX_EVENT",
+    "DEFAULT_MAX_MESSAGE",
     "DEFAULT_MAX_RESPONSE",
     "DEFAULT_TIMEOUT",
+    "IDEMPOTENT",
+    "INBOX_EVENTS_EXTENSION",
+    "JSONRPC",
+    "LEGACY_WEBSOCKET",
+    "REVIEW_EXTENSION",
+    "UNIX_BINDING",
+    "WEBSOCKET_BINDING",
+    "WELL_KNOWN_CARD",
+    "A2AClient",
+    "AgentCapabilities",
+    "AgentCard",
+    "AgentExtension",
+    "AgentInterface",
+    "AgentProvider",
+    "AgentSkill",
+    "ClientError",
     "Discovery",
+    "EventStream",
     "EventTooLarge",
     "Feed",
     "HTTPStatusError",
-    "INBOX_EVENTS_EXTENSION",
+    "InvalidCard",
     "InvalidResponse",
+    "Limits",
+    "NoCompatibleInterface",
     "OperatorClient",
-    "REVIEW_EXTENSION",
+    "Outcome",
     "RPCError",
     "SSEReader",
+    "SecurityScheme",
+    "Selected",
     "Timeout",
+    "Timeouts",
     "TransportError",
+    "card_url",
+    "fetch_card",
+    "outcome_of",
+    "parse_card",
     "read_discovery_file",
+    "select_interface",
+    "text_message",
 ]

@@ -13,7 +13,7 @@ ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
 class ClientError(Exception):
-    """Base of every error an operator client call fails with."""
+    """Base of every error a client call fails with."""
 
 
 class TransportError(ClientError):
@@ -25,10 +25,10 @@ class TransportError(ClientError):
         C{"connection refused"}, C{"permission denied"} ...).
     """
 
-    def __init__(self, address: str, reason: str) -> None:
+    def __init__(self, address: str, reason: str, peer: str = "Beacon") -> None:
         self.address = address
         self.reason = reason
-        super().__init__(f"cannot reach Beacon at {address}: {reason}")
+        super().__init__(f"cannot reach {peer} at {address}: {reason}")
 
 
 class Timeout(ClientError):
@@ -37,12 +37,24 @@ class Timeout(ClientError):
 
     @ivar address: What was dialled.
     @ivar seconds: The timeout that passed.
+    @ivar phase: Which bound passed: C{"connect"}, C{"answer"} (the first
+        byte or event, or a whole unary answer), C{"idle"} (between stream
+        events) or C{"command"} (a whole command's bound).
     """
 
-    def __init__(self, address: str, seconds: float) -> None:
+    def __init__(
+        self, address: str, seconds: float, phase: str = "answer", peer: str = "Beacon"
+    ) -> None:
         self.address = address
         self.seconds = seconds
-        super().__init__(f"no answer from Beacon at {address} within {seconds:g} s")
+        self.phase = phase
+        if phase == "connect":
+            text = f"could not connect to {peer} at {address} within {seconds:g} s"
+        elif phase == "idle":
+            text = f"the stream from {peer} at {address} was silent for {seconds:g} s"
+        else:
+            text = f"no answer from {peer} at {address} within {seconds:g} s"
+        super().__init__(text)
 
 
 class HTTPStatusError(ClientError):
@@ -97,3 +109,32 @@ class InvalidResponse(ClientError):
     The server answered something that is not a valid answer to the call:
     not JSON, the wrong JSON-RPC id, too large, the wrong content type.
     """
+
+
+class InvalidCard(ClientError):
+    """
+    The agent card could not be used: not JSON, not an object, or missing
+    (or mistyping) what A2A 1.0 requires of a card.
+
+    @ivar url: Where the card was read from.
+    """
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"invalid agent card at {url}: {problem}")
+
+
+class NoCompatibleInterface(ClientError):
+    """
+    No interface of the card is one this client can use (its binding is not
+    implemented here, its protocolVersion is not 1.x, or a unix socket
+    interface without a configured socket path).
+
+    @ivar skipped: One line per interface, saying why it was skipped.
+    """
+
+    def __init__(self, skipped: list[str]) -> None:
+        self.skipped = skipped
+        why = "; ".join(skipped) if skipped else "the card lists no interfaces"
+        super().__init__(f"no interface of the card can be used: {why}")

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.client import Agent
 from twisted.web.http_headers import Headers
@@ -41,13 +41,19 @@ from beacon.client._errors import (
     ClientError,
     HTTPStatusError,
     InvalidResponse,
-    RPCError,
     Timeout,
     TransportError,
 )
+from beacon.client._jsonrpc import A2A_VERSION
+from beacon.client._jsonrpc import json_or_none as _json_or_none
+from beacon.client._jsonrpc import phrase as _phrase
+from beacon.client._jsonrpc import raise_rpc_error as _raise_rpc_error
+from beacon.client._jsonrpc import request_body as _request_body
+from beacon.client._jsonrpc import rpc_error as _rpc_error
 from beacon.client._sse import DEFAULT_MAX_EVENT, SSEReader
 from beacon.client._transport import (
     BodyReader,
+    Deadline,
     FixedEndpointFactory,
     check_socket_path,
     read_body,
@@ -55,12 +61,10 @@ from beacon.client._transport import (
     transport_error,
     unix_endpoint,
 )
-from beacon.protocol import JSONParseError, dumps, loads
+from beacon.protocol import JSONParseError, loads
 
 T = TypeVar("T")
 
-#: The A2A version this client speaks.
-A2A_VERSION = "1.0"
 #: Beacon's review extension (C{beacon.review.Decide}).
 REVIEW_EXTENSION = "https://beacon.unownedminds.com/extensions/review/v1"
 #: Beacon's inbox-events extension (C{beacon.inbox.Follow}).
@@ -130,36 +134,9 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-class _Bound:
-    """Bounds one call's Deferred by a timeout on a clock."""
-
-    def __init__(self, clock: IReactorTime, seconds: float, address: str) -> None:
-        self._clock = clock
-        self._seconds = seconds
-        self._address = address
-        self.expired = False
-        self._call: IDelayedCall | None = None
-
-    def start(self, d: Deferred[T]) -> Deferred[T]:
-        def expire() -> None:
-            self.expired = True
-            d.cancel()
-
-        self._call = self._clock.callLater(self._seconds, expire)
-        return d.addErrback(self._translate).addBoth(self._stop)
-
-    def _stop(self, result: Any) -> Any:
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        return result
-
-    def _translate(self, failure: Failure) -> Any:
-        # Whatever a cancelled request fails with (CancelledError, or the
-        # Agent's ResponseNeverReceived around one), an expired bound is
-        # a Timeout.
-        if self.expired:
-            raise Timeout(self._address, self._seconds)
-        return failure
+def _Bound(clock: IReactorTime, seconds: float, address: str) -> Deadline:
+    """Bounds one call by C{seconds}; an expired call is a L{Timeout}."""
+    return Deadline(clock, seconds, lambda: Timeout(address, seconds))
 
 
 class Feed:
@@ -262,16 +239,6 @@ class Feed:
                 raise end.value
             raise TransportError(self._address, "the stream broke")
         raise StopAsyncIteration
-
-
-def _rpc_error(error: Any) -> RPCError | InvalidResponse:
-    if not isinstance(error, dict):
-        return InvalidResponse("the JSON-RPC error is not an object")
-    code = error.get("code")
-    message = error.get("message")
-    if not isinstance(code, int) or isinstance(code, bool):
-        return InvalidResponse("the JSON-RPC error has no integer code")
-    return RPCError(code, message if isinstance(message, str) else "", error.get("data"))
 
 
 class OperatorClient:
@@ -545,28 +512,6 @@ class OperatorClient:
         if document.get("id") != request_id:
             raise InvalidResponse("the answer's id is not the request's")
         return document["result"]
-
-
-def _request_body(request_id: int, method: str, params: dict[str, Any]) -> bytes:
-    return dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-
-
-def _json_or_none(body: bytes) -> Any:
-    try:
-        return loads(body)
-    except JSONParseError:
-        return None
-
-
-def _raise_rpc_error(document: Any) -> None:
-    if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and "error" in document:
-        raise _rpc_error(document["error"])
-
-
-def _phrase(response: IResponse) -> str:
-    phrase = response.phrase
-    text = phrase.decode("latin-1") if isinstance(phrase, bytes) else str(phrase)
-    return "".join(c for c in text if c.isprintable())[:80]
 
 
 def _is_task(result: Any) -> bool:

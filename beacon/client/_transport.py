@@ -15,25 +15,39 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Any, Callable, cast
+from typing import Any, Callable, TypeVar, cast
 
-from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, UNIXClientEndpoint
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.endpoints import (
+    HostnameEndpoint,
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+    UNIXClientEndpoint,
+    wrapClientTLS,
+)
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost
-from twisted.internet.interfaces import IPushProducer, IStreamClientEndpoint
+from twisted.internet.interfaces import (
+    IDelayedCall,
+    IPushProducer,
+    IReactorTime,
+    IStreamClientEndpoint,
+)
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from twisted.web.client import (
+    BrowserLikePolicyForHTTPS,
     RequestTransmissionFailed,
     ResponseDone,
     ResponseFailed,
     ResponseNeverReceived,
 )
 from twisted.web.http import PotentialDataLoss
-from twisted.web.iweb import IAgentEndpointFactory, IResponse
+from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
-from beacon.client._errors import InvalidResponse, TransportError
+from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
+
+T = TypeVar("T")
 
 #: The longest unix socket path the kernel accepts (sun_path, with its NUL).
 MAX_SOCKET_PATH = 107
@@ -58,6 +72,110 @@ class FixedEndpointFactory:
         return self._endpoint()
 
 
+class Deadline:
+    """
+    Bounds one Deferred by a timeout on a clock: when it passes, the
+    Deferred is cancelled (which aborts its request) and fails with the
+    error C{expired} makes, whatever the cancellation failed with.
+    """
+
+    def __init__(
+        self, clock: IReactorTime, seconds: float, expired: Callable[[], Exception]
+    ) -> None:
+        self._clock = clock
+        self._seconds = seconds
+        self._expired = expired
+        self.expired = False
+        self._call: IDelayedCall | None = None
+
+    def start(self, d: Deferred[T]) -> Deferred[T]:
+        """Arm the timer; return C{d}, which now fails on expiry."""
+
+        def expire() -> None:
+            self.expired = True
+            d.cancel()
+
+        self._call = self._clock.callLater(self._seconds, expire)
+        return d.addErrback(self._translate).addBoth(self._stop)
+
+    def _stop(self, result: Any) -> Any:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        return result
+
+    def _translate(self, failure: Failure) -> Any:
+        # Whatever a cancelled request fails with (CancelledError, or the
+        # Agent's ResponseNeverReceived around one), an expired bound is
+        # the error it was made with.
+        if self.expired:
+            raise self._expired()
+        return failure
+
+
+@implementer(IStreamClientEndpoint)
+class TimedEndpoint:
+    """
+    An endpoint whose C{connect} (TCP, and TLS or the WebSocket handshake
+    where the caller waits for them) is bounded on the injected clock.
+    """
+
+    def __init__(
+        self, endpoint: IStreamClientEndpoint, clock: IReactorTime, seconds: float, address: str,
+        peer: str = "the agent",
+    ) -> None:
+        self._endpoint = endpoint
+        self._clock = clock
+        self._seconds = seconds
+        self._address = address
+        self._peer = peer
+
+    def connect(self, factory: Any) -> Deferred[Any]:
+        """Connect, or fail with L{Timeout} (phase C{connect})."""
+        d = self._endpoint.connect(factory)
+        return Deadline(
+            self._clock,
+            self._seconds,
+            lambda: Timeout(self._address, self._seconds, "connect", self._peer),
+        ).start(d)
+
+
+@implementer(IAgentEndpointFactory)
+class DialFactory:
+    """
+    The endpoints of an L{Agent} for C{http://} and C{https://} URLs, as
+    treq's default agent makes them (HTTPS verified with
+    L{BrowserLikePolicyForHTTPS}: the platform's trust roots and
+    service_identity), with the connect bounded on the injected clock.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        clock: IReactorTime,
+        connect_timeout: float,
+        tls_policy: IPolicyForHTTPS | None = None,
+    ) -> None:
+        self._reactor = reactor
+        self._clock = clock
+        self._connect_timeout = connect_timeout
+        self._tls = tls_policy if tls_policy is not None else BrowserLikePolicyForHTTPS()
+
+    def endpoint(self, scheme: bytes, host: bytes, port: int) -> IStreamClientEndpoint:
+        """The endpoint for C{scheme://host:port} (C{https}/C{wss}: TLS)."""
+        name = host.decode("ascii")
+        endpoint: IStreamClientEndpoint = HostnameEndpoint(
+            self._reactor, name, port, timeout=max(1, int(self._connect_timeout + 0.999))
+        )
+        if scheme in (b"https", b"wss"):
+            endpoint = wrapClientTLS(self._tls.creatorForNetloc(host, port), endpoint)
+        address = f"{scheme.decode('ascii')}://{name}:{port}"
+        return TimedEndpoint(endpoint, self._clock, self._connect_timeout, address)
+
+    def endpointForURI(self, uri: Any) -> IStreamClientEndpoint:
+        """The endpoint for an Agent's request URI."""
+        return self.endpoint(uri.scheme, uri.host, uri.port)
+
+
 def unix_endpoint(reactor: Any, path: str, timeout: float) -> Callable[[], IStreamClientEndpoint]:
     """Dial the unix socket at C{path}."""
     return lambda: UNIXClientEndpoint(reactor, path, timeout=max(1, int(timeout + 0.999)))
@@ -80,11 +198,34 @@ def _first_reason(failure: Failure) -> Failure:
     return failure
 
 
-def transport_error(failure: Failure, address: str, unix: bool) -> TransportError | None:
+def transport_error(
+    failure: Failure, address: str, unix: bool, peer: str = "Beacon"
+) -> TransportError | None:
     """
     Say what a connection failure was, in a few words; None when
     C{failure} is not a connection failure.
     """
+    error = _transport_error(failure, address, unix)
+    if error is not None and peer != "Beacon":
+        return TransportError(error.address, error.reason, peer)
+    return error
+
+
+def client_error(failure: Failure, address: str, unix: bool, peer: str) -> Exception:
+    """
+    The L{ClientError} (or L{CancelledError}) a failed request raises: a
+    connection failure said in a few words, and no raw transport exception.
+    """
+    reason = _first_reason(failure)
+    if isinstance(reason.value, (ClientError, CancelledError)):
+        return reason.value
+    error = transport_error(failure, address, unix, peer)
+    if error is not None:
+        return error
+    return TransportError(address, f"the request failed ({type(reason.value).__name__})", peer)
+
+
+def _transport_error(failure: Failure, address: str, unix: bool) -> TransportError | None:
     reason = _first_reason(failure)
     value = reason.value
     if isinstance(value, ConnectError):

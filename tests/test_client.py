@@ -1,0 +1,666 @@
+"""
+The outbound A2A client (C{beacon.client}): cards, interface selection, and
+calls against Beacon over each binding it serves, against an agent on the
+official a2a-sdk, and against hostile fakes on loopback.
+
+Network tests run on the real reactor with real loopback sockets; every
+timeout under test runs on a L{Clock} that the test advances, so nothing
+sleeps. Only the a2a-sdk agent (a subprocess) is waited for, boundedly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+from twisted.internet.defer import CancelledError, Deferred, gatherResults
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.web.pages import notFound
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Site
+
+from beacon.client import (
+    LEGACY_WEBSOCKET,
+    UNIX_BINDING,
+    WEBSOCKET_BINDING,
+    A2AClient,
+    ClientError,
+    EventTooLarge,
+    HTTPStatusError,
+    InvalidCard,
+    InvalidResponse,
+    Limits,
+    NoCompatibleInterface,
+    RPCError,
+    Timeout,
+    Timeouts,
+    TransportError,
+    card_url,
+    fetch_card,
+    parse_card,
+    select_interface,
+    text_message,
+)
+from beacon.config import build_config
+from beacon.service import makeService
+
+AGENT = Path(__file__).parent / "peers" / "a2a_sdk_agent.py"
+#: How long the a2a-sdk agent subprocess may take to stop.
+STOP_TIMEOUT = 10.0
+
+
+def a_card(interfaces: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """A valid 1.0 card with C{interfaces}."""
+    card = {
+        "name": "Test agent",
+        "description": "For tests.",
+        "version": "1.2.3",
+        "supportedInterfaces": interfaces,
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["application/json"],
+        "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
+    }
+    card.update(more)
+    return card
+
+
+def jsonrpc(url: str, version: str = "1.0") -> dict[str, Any]:
+    return {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": version}
+
+
+# 1. Cards.
+
+
+def test_card_keeps_everything() -> None:
+    """A parsed card keeps capabilities, extensions, skills, security schemes and unknown members."""
+    card = parse_card(
+        a_card(
+            [dict(jsonrpc("https://a.example/rpc"), tenant="t1", futureField=1)],
+            capabilities={
+                "streaming": True,
+                "pushNotifications": False,
+                "extendedAgentCard": True,
+                "extensions": [{"uri": "https://x/ext", "required": True, "params": {"a": 1}}],
+                "somethingNew": "kept",
+            },
+            provider={"organization": "Org", "url": "https://org.example"},
+            securitySchemes={"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+            securityRequirements=[{"schemes": {"bearer": {"list": []}}}],
+            xVendor={"k": "v"},
+        )
+    )
+    assert card.name == "Test agent" and card.version == "1.2.3"
+    assert card.supported_interfaces[0].tenant == "t1"
+    assert card.supported_interfaces[0].extra == {"futureField": 1}
+    assert card.capabilities.streaming and card.capabilities.extended_agent_card
+    assert card.capabilities.extensions[0].uri == "https://x/ext"
+    assert card.capabilities.extensions[0].required
+    assert card.capabilities.extra == {"somethingNew": "kept"}
+    assert card.skills[0].tags == ("t",)
+    assert card.security_schemes["bearer"].summary() == "http Bearer"
+    assert card.provider is not None and card.provider.organization == "Org"
+    assert card.extra == {"xVendor": {"k": "v"}}
+    assert card.raw["xVendor"] == {"k": "v"}
+
+
+@pytest.mark.parametrize(
+    "document, problem",
+    [
+        ([], "the card is not a JSON object"),
+        ({"description": "x"}, "name is missing"),
+        (a_card([], name=""), "name is empty"),
+        (a_card([]), "supportedInterfaces is missing or empty"),
+        ({"name": "old", "url": "https://x", "protocolVersion": "0.3"}, "(an A2A 0.3 card?)"),
+        (a_card([{"url": "https://x"}]), "supportedInterfaces[0].protocolBinding is missing"),
+        (a_card([jsonrpc("https://x")], capabilities={"streaming": "yes"}), "capabilities.streaming is not a boolean"),
+        (a_card([jsonrpc("https://x")], skills=[{"name": "n"}]), "skills[0].id is missing"),
+        (a_card([jsonrpc("https://x")], defaultInputModes="text"), "defaultInputModes is not a list"),
+    ],
+)
+def test_invalid_cards(document: Any, problem: str) -> None:
+    """A card without what A2A 1.0 requires, or with a member of the wrong type, is an InvalidCard saying what."""
+    with pytest.raises(InvalidCard) as caught:
+        parse_card(document, "https://a.example/card")
+    assert problem in str(caught.value)
+
+
+def test_card_url() -> None:
+    """A base URL gets the well-known path; a card's own URL is kept."""
+    assert card_url("https://a.example") == "https://a.example/.well-known/agent-card.json"
+    assert card_url("https://a.example/x/") == "https://a.example/x/.well-known/agent-card.json"
+    assert card_url("https://a.example/card.json") == "https://a.example/card.json"
+
+
+# 2. Interface selection.
+
+
+def test_selection_takes_the_cards_first_usable_entry() -> None:
+    """Unknown bindings and 0.3 interfaces are skipped; the first usable entry in card order wins."""
+    card = parse_card(
+        a_card(
+            [
+                {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                jsonrpc("https://a.example/old", "0.3"),
+                {"url": "wss://a.example/ws", "protocolBinding": LEGACY_WEBSOCKET, "protocolVersion": "1.0"},
+                jsonrpc("https://a.example/rpc"),
+            ]
+        )
+    )
+    assert select_interface(card).interface.url == "wss://a.example/ws"
+    assert select_interface(card, ["jsonrpc", "websocket"]).interface.url == "https://a.example/rpc"
+
+
+def test_only_unknown_bindings_is_no_compatible_interface() -> None:
+    """A card listing only bindings this client does not implement gives NoCompatibleInterface, saying why."""
+    card = parse_card(
+        a_card(
+            [
+                {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": "https://a/", "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"},
+            ]
+        )
+    )
+    with pytest.raises(NoCompatibleInterface) as caught:
+        select_interface(card)
+    assert len(caught.value.skipped) == 3
+    assert "GRPC 1.0: binding not implemented" in str(caught.value)
+
+
+def test_unix_interface_needs_a_configured_socket() -> None:
+    """A unix interface is usable only with a configured path, and is dialled there, not where the card says."""
+    card = parse_card(a_card([{"url": "unix:///card/path.sock", "protocolBinding": UNIX_BINDING, "protocolVersion": "1.0"}]))
+    with pytest.raises(NoCompatibleInterface, match="no socket path configured"):
+        select_interface(card)
+    selected = select_interface(card, socket_path="/mine.sock")
+    assert (selected.kind, selected.address) == ("unix", "/mine.sock")
+
+
+# 3. Beacon, in process, over each binding it serves.
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    """A fresh directory with a short path (for unix sockets)."""
+    directory = tempfile.mkdtemp(prefix="bc-", dir="/tmp")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest_twisted.async_yield_fixture
+async def beacon(short_dir: str, logged_events: Any) -> AsyncIterator[tuple[str, str]]:
+    """makeService's tree on a loopback port: (public URL, operator socket path)."""
+    service = makeService(build_config(data_dir=short_dir, http=["tcp:0:interface=127.0.0.1"]), reactor)
+    service.startService()
+    started = logged_events.named("beacon.started")
+    assert started, "Beacon did not start"
+    yield started[0]["public_url"], os.path.join(short_dir, "operator.sock")
+    await service.stopService()
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "websocket"])
+@pytest_twisted.ensureDeferred
+async def test_beacon_public_bindings(beacon: tuple[str, str], binding: str) -> None:
+    """Over JSON-RPC and WebSocket, Beacon's card is discovered, a message sent, its task read, an unknown task refused."""
+    url, _ = beacon
+    client = await A2AClient.discover(reactor, url, preference=[binding])
+    assert client.card is not None and client.card.name
+    assert client.selected.kind == binding
+    try:
+        answer = await client.send_message(text_message("hello from the client"))
+        task = answer["task"]
+        assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+        got = await client.get_task(task["id"])
+        assert got["id"] == task["id"]
+        with pytest.raises(RPCError) as caught:
+            await client.get_task("no-such-task")
+        assert caught.value.code == -32001 and caught.value.reason == "TASK_NOT_FOUND"
+        outcome = await client.send_text("and again")
+        assert outcome.ok and outcome.task is not None
+    finally:
+        await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_websocket_calls_in_flight_share_one_connection(beacon: tuple[str, str]) -> None:
+    """Many calls in flight over WebSocket go on one connection and are each answered by id."""
+    url, _ = beacon
+    client = await A2AClient.discover(reactor, url, preference=["websocket"])
+    try:
+        sent = await gatherResults([client.send_message(text_message(f"m{i}")) for i in range(6)])
+        ids = [s["task"]["id"] for s in sent]
+        got = await gatherResults([client.get_task(i) for i in ids])
+        assert [g["id"] for g in got] == ids
+        assert len(client._transport._connections) == 1  # type: ignore[union-attr]
+    finally:
+        await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_websocket_message_cap(beacon: tuple[str, str]) -> None:
+    """A WebSocket message over the client's cap fails the call with InvalidResponse."""
+    url, _ = beacon
+    client = await A2AClient.discover(reactor, url, preference=["websocket"], limits=Limits(message=70))
+    try:
+        with pytest.raises(ClientError, match="request is larger than"):
+            await client.send_message(text_message("a request longer than 70 bytes"))
+        with pytest.raises(InvalidResponse, match="larger than 70 bytes"):
+            await client.list_tasks()
+    finally:
+        await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_beacon_operator_socket(beacon: tuple[str, str]) -> None:
+    """Over the operator socket: its card, ListTasks, GetTask, and a SubscribeToTask stream starting with the task."""
+    url, socket_path = beacon
+    public = await A2AClient.discover(reactor, url)
+    sent = await public.send_message(text_message("for the operator"))
+    client = await A2AClient.discover(reactor, "unix://" + socket_path)
+    assert client.selected.kind == "unix" and client.address == socket_path
+    page = await client.list_tasks()
+    assert [t["id"] for t in page["tasks"]] == [sent["task"]["id"]]
+    task = await client.get_task(sent["task"]["id"])
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    stream = client.subscribe_to_task(task["id"])
+    first = await stream.__anext__()
+    assert first["task"]["id"] == task["id"]
+    stream.cancel()
+    assert await stream.collect() == []
+
+
+# 4. The a2a-sdk reference server.
+
+
+@pytest.fixture
+def sdk_agent() -> Iterator[str]:
+    """The a2a-sdk test agent on a loopback socket bound here; its base URL."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(16)
+    port = listening.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(AGENT), "--fd", str(listening.fileno()), "--port", str(port)],
+        pass_fds=[listening.fileno()],
+        stdin=subprocess.DEVNULL,
+    )
+    listening.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_TIMEOUT)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a2a_sdk_agent(sdk_agent: str) -> None:
+    """Against the a2a-sdk: SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
+    client = await A2AClient.discover(reactor, sdk_agent)
+    assert client.card is not None and client.card.capabilities.streaming
+    answer = await client.send_message(text_message("hi"))
+    task = await client.get_task(answer["task"]["id"])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    events = await client.send_streaming_message(text_message("streamed")).collect()
+    assert list(events[0]) == ["task"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any("artifactUpdate" in e for e in events)
+    outcome = await client.send_text("yo")
+    assert outcome.ok and outcome.text == "echo: yo"
+
+
+# 5. Hostile fakes.
+
+
+class Recorded(Resource):
+    """Answers each POST with C{answer(request, body)}; remembers what came."""
+
+    isLeaf = True
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self.answer = answer
+        self.requests: list[tuple[Any, dict[str, Any]]] = []
+        self.arrived: Deferred[Any] = Deferred()
+        self.lost: Deferred[None] = Deferred()
+
+    def render(self, request: Any) -> Any:
+        body = json.loads(request.content.read() or b"null")
+        self.requests.append((request, body))
+        request.notifyFinish().addErrback(lambda _: self.lost.called or self.lost.callback(None))
+        if not self.arrived.called:
+            self.arrived.callback(request)
+        return self.answer(request, body)
+
+
+def task_answer(request: Any, body: Any) -> bytes:
+    request.setHeader(b"content-type", b"application/json")
+    return json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {"id": "t", "status": {}}}).encode()
+
+
+@pytest_twisted.async_yield_fixture
+async def serve() -> AsyncIterator[Any]:
+    """Serve a resource (or a protocol factory) on loopback; its URL."""
+    ports: list[Any] = []
+
+    def start(thing: Any) -> str:
+        factory = Site(thing) if isinstance(thing, Resource) else thing
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        ports.append(port)
+        return f"http://127.0.0.1:{port.getHost().port}/"
+
+    yield start
+    for port in ports:
+        await port.stopListening()
+
+
+def rpc_client(url: str, **kwargs: Any) -> A2AClient:
+    card = parse_card(a_card([jsonrpc(url)]))
+    return A2AClient.for_card(reactor, card, **kwargs)
+
+
+@pytest_twisted.ensureDeferred
+async def test_silent_peer_times_out_on_the_clock(serve: Any) -> None:
+    """A peer that accepts and never answers: the response timeout fires on the Clock and the request is aborted."""
+    resource = Recorded(lambda request, body: NOT_DONE_YET)
+    clock = Clock()
+    client = rpc_client(serve(resource), clock=clock, timeouts=Timeouts(response=5))
+    d = client.get_task("t")
+    await resource.arrived
+    clock.advance(5)
+    with pytest.raises(Timeout) as caught:
+        await d
+    assert caught.value.phase == "answer"
+    await resource.lost
+
+
+@pytest_twisted.ensureDeferred
+async def test_cancelling_aborts_the_request(serve: Any) -> None:
+    """Cancelling a call's Deferred closes its connection."""
+    resource = Recorded(lambda request, body: NOT_DONE_YET)
+    client = rpc_client(serve(resource), clock=Clock())
+    d = client.send_message(text_message("x"))
+    await resource.arrived
+    d.cancel()
+    with pytest.raises(CancelledError):
+        await d
+    await resource.lost
+
+
+@pytest_twisted.ensureDeferred
+async def test_silent_listener_connect_is_bounded(serve: Any) -> None:
+    """A stream that never sends an event after its headers fails with Timeout when the clock passes the first-event bound."""
+    def headers_only(request: Any, body: Any) -> Any:
+        request.setHeader(b"content-type", b"text/event-stream")
+        request.write(b": hello\n\n")
+        return NOT_DONE_YET
+
+    resource = Recorded(headers_only)
+    clock = Clock()
+    client = rpc_client(serve(resource), clock=clock, timeouts=Timeouts(response=3, idle=7))
+    stream = client.subscribe_to_task("t")
+    await resource.arrived
+    clock.advance(3)
+    with pytest.raises(Timeout):
+        await stream.collect()
+    await resource.lost
+
+
+@pytest_twisted.ensureDeferred
+async def test_idle_stream_times_out(serve: Any) -> None:
+    """After an event, a stream silent for longer than the idle bound fails with Timeout (phase idle)."""
+    def one_event(request: Any, body: Any) -> Any:
+        request.setHeader(b"content-type", b"text/event-stream")
+        event = {"jsonrpc": "2.0", "id": body["id"], "result": {"task": {"id": "t"}}}
+        request.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+        return NOT_DONE_YET
+
+    resource = Recorded(one_event)
+    clock = Clock()
+    client = rpc_client(serve(resource), clock=clock, timeouts=Timeouts(response=3, idle=7))
+    stream = client.subscribe_to_task("t")
+    assert (await stream.__anext__())["task"]["id"] == "t"
+    clock.advance(6)
+    waiting = Deferred.fromCoroutine(stream.__anext__())
+    assert not waiting.called
+    clock.advance(1)
+    with pytest.raises(Timeout) as caught:
+        await waiting
+    assert caught.value.phase == "idle"
+    await resource.lost
+
+
+@pytest_twisted.ensureDeferred
+async def test_garbage_answer(serve: Any) -> None:
+    """An answer that is not JSON-RPC is an InvalidResponse."""
+    client = rpc_client(serve(Recorded(lambda request, body: b"\x00garbage{")))
+    with pytest.raises(InvalidResponse):
+        await client.get_task("t")
+
+
+class Endless(Protocol):
+    """Answers any request with headers, then C{chunk} over and over (never an end)."""
+
+    def __init__(self, head: bytes, chunk: bytes) -> None:
+        self.head = head
+        self.chunk = chunk
+        self.started = False
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self.started:
+            self.started = True
+            self.transport.write(self.head)
+            self.more()
+
+    def more(self) -> None:
+        if self.transport.connected and not self.transport.disconnecting:
+            self.transport.write(self.chunk)
+            reactor.callLater(0, self.more)
+
+
+def endless(head: bytes, chunk: bytes) -> Factory:
+    return Factory.forProtocol(lambda: Endless(head, chunk))
+
+
+@pytest_twisted.ensureDeferred
+async def test_endless_body_is_capped(serve: Any) -> None:
+    """An answer that never ends is cut at the body cap with InvalidResponse."""
+    url = serve(endless(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n", b"x" * 65536))
+    client = rpc_client(url, limits=Limits(body=256 * 1024))
+    with pytest.raises(InvalidResponse, match="larger than"):
+        await client.get_task("t")
+
+
+@pytest_twisted.ensureDeferred
+async def test_endless_sse_event_is_capped(serve: Any) -> None:
+    """An SSE event that never ends is cut at the event cap with EventTooLarge."""
+    url = serve(
+        endless(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ", b"x" * 65536)
+    )
+    client = rpc_client(url, limits=Limits(event=128 * 1024))
+    with pytest.raises(EventTooLarge):
+        await client.subscribe_to_task("t").collect()
+
+
+@pytest_twisted.ensureDeferred
+async def test_endless_card_is_capped(serve: Any) -> None:
+    """A card that never ends is cut at the card cap with InvalidCard."""
+    url = serve(endless(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n", b" " * 65536))
+    with pytest.raises(InvalidCard, match="larger than"):
+        await fetch_card(reactor, url, max_card=256 * 1024)
+
+
+@pytest_twisted.ensureDeferred
+async def test_401_with_and_without_a_jsonrpc_body(serve: Any) -> None:
+    """A 401 carrying a JSON-RPC error is that RPCError; a bare 401 is HTTPStatusError 401."""
+    def with_body(request: Any, body: Any) -> bytes:
+        request.setResponseCode(401)
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -31401, "message": "who are you"}}
+        ).encode()
+
+    def bare(request: Any, body: Any) -> bytes:
+        request.setResponseCode(401)
+        return b'{"ok": false, "error": "unauthorized"}'
+
+    with pytest.raises(RPCError) as caught:
+        await rpc_client(serve(Recorded(with_body))).get_task("t")
+    assert (caught.value.code, caught.value.message) == (-31401, "who are you")
+    with pytest.raises(HTTPStatusError) as status:
+        await rpc_client(serve(Recorded(bare))).get_task("t")
+    assert status.value.status == 401
+
+
+@pytest_twisted.ensureDeferred
+async def test_headers_and_unique_ids(serve: Any) -> None:
+    """Every request carries A2A-Version 1.0, A2A-Extensions when asked, the tenant, and an id of its own."""
+    resource = Recorded(task_answer)
+    url = serve(resource)
+    card = parse_card(a_card([dict(jsonrpc(url), tenant="acme")]))
+    client = A2AClient.for_card(reactor, card, extensions=["https://x/e1"])
+    await gatherResults([client.get_task("a"), client.get_task("b"), client.cancel_task("c")])
+    await client.get_task("d", extensions=["https://x/e2"])
+    ids = [body["id"] for _, body in resource.requests]
+    assert len(set(ids)) == 4
+    for request, body in resource.requests:
+        assert request.getHeader(b"a2a-version") == b"1.0"
+        assert body["params"]["tenant"] == "acme"
+    assert resource.requests[0][0].getHeader(b"a2a-extensions") == b"https://x/e1"
+    assert resource.requests[3][0].getHeader(b"a2a-extensions") == b"https://x/e1, https://x/e2"
+
+
+@pytest_twisted.ensureDeferred
+async def test_retry_is_opt_in_and_for_reads_only(serve: Any) -> None:
+    """With retries=1, a read whose connection broke is tried again; a SendMessage never is."""
+    def flaky(request: Any, body: Any) -> Any:
+        if len(resource.requests) == 1:
+            request.channel.transport.abortConnection()
+            return NOT_DONE_YET
+        return task_answer(request, body)
+
+    resource = Recorded(flaky)
+    client = rpc_client(serve(resource), retries=1)
+    assert (await client.get_task("t"))["id"] == "t"
+    assert len(resource.requests) == 2
+    resource.requests.clear()
+    with pytest.raises(TransportError):
+        await client.send_message(text_message("once"))
+    assert len(resource.requests) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_send_text_never_fails(serve: Any) -> None:
+    """send_text resolves to a not-ok Outcome carrying the error, for an unreachable peer too."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    listening.close()  # Nothing listens there now: refused.
+    outcome = await rpc_client(f"http://127.0.0.1:{port}/").send_text("hello")
+    assert not outcome.ok and isinstance(outcome.error, TransportError)
+    garbage = await rpc_client(serve(Recorded(lambda r, b: b"nope"))).send_text("hello")
+    assert not garbage.ok and isinstance(garbage.error, ClientError)
+
+
+@pytest_twisted.ensureDeferred
+async def test_card_errors(serve: Any) -> None:
+    """A card answered 404 is HTTPStatusError; one that is not JSON is InvalidCard; one with only unknown bindings gives NoCompatibleInterface."""
+    class Root(Resource):
+        def getChild(self, path: bytes, request: Any) -> Resource:
+            return notFound()
+
+    root = Root()
+    url = serve(root)
+    with pytest.raises(HTTPStatusError) as caught:
+        await fetch_card(reactor, url)
+    assert caught.value.status == 404
+
+    class Static(Resource):
+        isLeaf = True
+
+        def __init__(self, body: bytes) -> None:
+            super().__init__()
+            self.body = body
+
+        def render_GET(self, request: Any) -> bytes:
+            return self.body
+
+    root.putChild(b"bad.json", Static(b"{not json"))
+    with pytest.raises(InvalidCard, match="not valid JSON"):
+        await fetch_card(reactor, url + "bad.json")
+    unknown = a_card([{"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}])
+    root.putChild(b"unknown.json", Static(json.dumps(unknown).encode()))
+    with pytest.raises(NoCompatibleInterface):
+        await A2AClient.discover(reactor, url + "unknown.json")
+
+
+class Counting(Factory):
+    """Counts connections, and closes each."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        self.connections += 1
+        return Protocol()
+
+
+@pytest_twisted.ensureDeferred
+async def test_unix_path_from_the_card_is_never_dialled(serve: Any, short_dir: str) -> None:
+    """A card naming another unix path: the client dials the configured socket, never the card's."""
+    decoy_path = os.path.join(short_dir, "decoy.sock")
+    decoy = Counting()
+    decoy_port = reactor.listenUNIX(decoy_path, decoy)
+    configured_path = os.path.join(short_dir, "mine.sock")
+    resource = Recorded(task_answer)
+    mine = reactor.listenUNIX(configured_path, Site(resource))
+    try:
+        card = a_card([{"url": "unix://" + decoy_path, "protocolBinding": UNIX_BINDING, "protocolVersion": "1.0"}])
+        document = json.dumps(card).encode()
+
+        class CardResource(Resource):
+            isLeaf = True
+
+            def render_GET(self, request: Any) -> bytes:
+                return document
+
+        url = serve(CardResource())
+        client = await A2AClient.discover(reactor, url + "card.json", socket_path=configured_path)
+        assert (await client.get_task("t"))["id"] == "t"
+        assert len(resource.requests) == 1
+        assert decoy.connections == 0
+    finally:
+        await decoy_port.stopListening()
+        await mine.stopListening()
+
+
+def test_websocket_binding_names() -> None:
+    """The WebSocket binding is chosen by its URI and by its legacy token."""
+    for name in (WEBSOCKET_BINDING, LEGACY_WEBSOCKET):
+        card = parse_card(a_card([{"url": "ws://a/ws", "protocolBinding": name, "protocolVersion": "1.0"}]))
+        assert select_interface(card).kind == "websocket"
+
+
+def test_failures_are_typed() -> None:
+    """Every error the client raises is a ClientError."""
+    for error in (InvalidCard("u", "p"), NoCompatibleInterface([]), EventTooLarge("x"), Timeout("a", 1)):
+        assert isinstance(error, ClientError)
+    assert isinstance(Failure(Timeout("a", 1, "connect")).value, ClientError)
