@@ -1,0 +1,164 @@
+"""
+Nothing acknowledged is lost: several clients submit continuously to a real
+`twistd beacon` while it is killed (SIGKILL, at several points of the load)
+or stopped (SIGTERM, which must drain); after a restart every receipt any
+client received answers GetTask, and SQLite's integrity check passes.
+
+End to end on loopback; every wait is bounded, every process stopped.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from peers.process import BeaconLauncher
+
+CLIENTS = 4
+TIMEOUT = 10.0
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Any:
+    """Starts Beacons in tmp_path and stops them all afterwards."""
+    beacons = BeaconLauncher(tmp_path)
+    (tmp_path / "beacon.toml").write_text("[limits]\nrate = 0\n")
+    yield beacons
+    beacons.close()
+
+
+def submit_until_stopped(port: int, stop: threading.Event, receipts: list[str], errors: list[str]) -> None:
+    """Submit over one keep-alive connection until told to stop or the server goes."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    n = 0
+    try:
+        while not stop.is_set():
+            n += 1
+            body = json.dumps({"text": f"load {threading.get_ident()} {n}"})
+            connection.request(
+                "POST", "/beacon/0.1/submissions", body, {"Content-Type": "application/json"}
+            )
+            response = connection.getresponse()
+            answer = response.read()
+            if response.status == 201:
+                receipts.append(json.loads(answer)["receipt"]["id"])
+            else:
+                errors.append(f"{response.status} {answer[:100]!r}")
+    except (OSError, http.client.HTTPException):
+        return  # The server went away mid-request: that request was not acknowledged.
+    finally:
+        connection.close()
+
+
+def load(port: int, seconds: float, stop_server: Any) -> tuple[list[str], list[str]]:
+    """Run CLIENTS submitters for C{seconds}, then C{stop_server()} while they run."""
+    stop = threading.Event()
+    receipts: list[str] = []
+    errors: list[str] = []
+    threads = [
+        threading.Thread(target=submit_until_stopped, args=(port, stop, receipts, errors))
+        for _ in range(CLIENTS)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop_server()
+    stop.set()
+    for thread in threads:
+        thread.join(TIMEOUT + 5)
+        assert not thread.is_alive()
+    return receipts, errors
+
+
+def status_of(port: int, receipt: str) -> int:
+    """The HTTP status of the native status lookup of C{receipt}."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        connection.request("GET", f"/beacon/0.1/submissions/{receipt}")
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def check_all_present(launcher: BeaconLauncher, receipts: list[str]) -> None:
+    """Restart on the same data; every receipt answers, and the database is whole."""
+    beacon = launcher.start("--config", str(launcher.cwd / "beacon.toml"))
+    try:
+        missing = [r for r in receipts if status_of(beacon.port, r) != 200]
+        assert missing == []
+    finally:
+        beacon.process.stop_cleanly()
+    database = sqlite3.connect(launcher.data / "beacon.sqlite3")
+    try:
+        assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        count = database.execute("SELECT count(*) FROM submissions").fetchone()[0]
+        assert count >= len(receipts)
+    finally:
+        database.close()
+
+
+@pytest.mark.parametrize("seconds", [0.05, 0.6, 1.5])
+def test_sigkill_under_load_loses_no_receipt(launcher: BeaconLauncher, seconds: float) -> None:
+    """SIGKILL at several points of a continuous load: every receipt given out is stored."""
+    beacon = launcher.start("--config", str(launcher.cwd / "beacon.toml"))
+    receipts, errors = load(beacon.port, seconds, lambda: beacon.process.process.send_signal(signal.SIGKILL))
+    assert beacon.process.wait_exit(TIMEOUT) == -signal.SIGKILL
+    assert errors == []
+    check_all_present(launcher, receipts)
+
+
+def test_sigterm_drains_under_load(launcher: BeaconLauncher) -> None:
+    """SIGTERM under load: in-flight submissions are answered, the socket removed, nothing lost."""
+    beacon = launcher.start("--config", str(launcher.cwd / "beacon.toml"))
+    receipts, errors = load(beacon.port, 1.0, lambda: beacon.process.process.send_signal(signal.SIGTERM))
+    beacon.process.wait_exit(TIMEOUT)
+    assert "store.closed" in beacon.log
+    assert not (launcher.data / "operator.sock").exists()
+    assert errors == []
+    assert receipts
+    check_all_present(launcher, receipts)
+
+
+def test_slow_headers_are_cut_off_for_real(launcher: BeaconLauncher) -> None:
+    """For real, on the reactor's clock: headers trickled past header_timeout get 408 and a closed connection, and others are still served."""
+    import socket
+
+    config = launcher.cwd / "slow.toml"
+    config.write_text("[limits]\nrate = 0\nheader_timeout = 0.5\n")
+    beacon = launcher.start("--config", str(config))
+    slow = socket.create_connection(("127.0.0.1", beacon.port), timeout=TIMEOUT)
+    try:
+        slow.sendall(b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        received = b""
+        for _ in range(50):
+            try:
+                slow.sendall(b"X")
+            except OSError:
+                break
+            slow.settimeout(0.1)
+            try:
+                chunk = slow.recv(4096)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            received += chunk
+        elapsed = time.monotonic() - started
+    finally:
+        slow.close()
+    assert received.startswith(b"HTTP/1.1 408")
+    assert b'"request_timeout"' in received
+    assert elapsed < 3
+    assert status_of(beacon.port, "a" * 32) == 404
+    assert "http.request_timeout" in beacon.log
