@@ -43,6 +43,8 @@ class Limits:
     @ivar idle_timeout: Seconds an HTTP connection may stay silent.
     @ivar header_timeout: Seconds from a request line to its last header.
     @ivar body_timeout: Seconds from the headers to the body's last byte.
+    @ivar max_connections: Open connections one listener holds at most.
+    @ivar max_connections_per_source: Open connections per source address.
     """
 
     max_body: int = 64 * 1024
@@ -52,6 +54,8 @@ class Limits:
     idle_timeout: float = 60.0
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    max_connections: int = 4096
+    max_connections_per_source: int = 256
 
     def site_options(self) -> dict[str, Any]:
         """The keyword arguments of a L{BeaconSite} these limits describe."""
@@ -60,6 +64,8 @@ class Limits:
             "idle_timeout": self.idle_timeout,
             "header_timeout": self.header_timeout,
             "body_timeout": self.body_timeout,
+            "max_connections": self.max_connections,
+            "max_connections_per_source": self.max_connections_per_source,
         }
 
     def source_resolver(self) -> SourceResolver:
@@ -141,6 +147,8 @@ _SECTIONS: dict[str, set[str]] = {
         "idle_timeout",
         "header_timeout",
         "body_timeout",
+        "max_connections",
+        "max_connections_per_source",
     },
     "operator": {"socket", "http"},
     "store": {"url"},
@@ -310,6 +318,9 @@ def build_config(
         limits = replace(limits, rate=float(rate))
     if "burst" in limit_values:
         limits = replace(limits, burst=_typed("limits", "burst", limit_values["burst"], int))
+    for key in ("max_connections", "max_connections_per_source"):
+        if key in limit_values:
+            limits = replace(limits, **{key: _typed("limits", key, limit_values[key], int)})
     for key in ("idle_timeout", "header_timeout", "body_timeout"):
         if key in limit_values:
             seconds = _typed("limits", key, limit_values[key], (int, float))
@@ -429,6 +440,9 @@ def validate(config: Config) -> Config:
         raise ConfigError("[limits] rate must be between 0 (off) and 1000000 per second")
     if not (1 <= limits.burst <= 1_000_000):
         raise ConfigError("[limits] burst must be between 1 and 1000000")
+    for key in ("max_connections", "max_connections_per_source"):
+        if not (1 <= getattr(limits, key) <= 1_000_000):
+            raise ConfigError(f"[limits] {key} must be between 1 and 1000000")
     for key in ("idle_timeout", "header_timeout", "body_timeout"):
         if not (0.1 <= getattr(limits, key) <= 86400):
             raise ConfigError(f"[limits] {key} must be between 0.1 and 86400 seconds")

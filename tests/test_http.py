@@ -521,3 +521,37 @@ def test_idle_connection_is_closed(beacon: Beacon) -> None:
     beacon.clock.advance(1)
     assert transport.disconnecting or transport.disconnected
     channel.connectionLost(Failure(ConnectionDone()))
+
+
+def test_connection_caps_refuse_the_next_connection_cleanly(beacon: Beacon, logged_events: Any) -> None:
+    """Over the per-source or total cap the next connection gets 503 too_many_connections; others are served; closing frees a place."""
+    site = BeaconSite(beacon.root, clock=beacon.clock, max_connections=3, max_connections_per_source=2)
+
+    def connect_from(host: str) -> tuple[Any, StringTransport]:
+        address = IPv4Address("TCP", host, 1000)
+        protocol = site.buildProtocol(address)
+        transport = StringTransport(peerAddress=address)
+        protocol.makeConnection(transport)
+        return protocol, transport
+
+    first, _ = connect_from("192.0.2.1")
+    connect_from("192.0.2.1")
+    _, refused = connect_from("192.0.2.1")
+    assert status_of(refused.value()) == 503
+    assert b'"too_many_connections"' in refused.value()
+    assert refused.disconnecting
+    other, other_transport = connect_from("198.51.100.9")
+    body = json.dumps(send_message()).encode()
+    other.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    assert status_of(other_transport.value()) == 200
+    _, full = connect_from("203.0.113.5")
+    assert status_of(full.value()) == 503
+    assert site.open_connections == 3
+    first.connectionLost(Failure(ConnectionDone()))
+    assert site.open_connections == 2
+    _, admitted = connect_from("192.0.2.1")
+    assert admitted.value() == b""
+    assert len(logged_events.named("http.connection_refused")) == 2

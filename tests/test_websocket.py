@@ -1473,3 +1473,18 @@ def test_websockets_client_interop(launcher: Any) -> None:
         with pytest.raises(ConnectionClosedError) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+
+def test_upgraded_connections_leave_the_http_count() -> None:
+    """A connection upgraded at /a2a/ws stops counting against the HTTP listener's caps, and its close frees no second place."""
+    server = Server()
+    server.site.max_connections_per_source = 1
+    first = server.open()
+    assert first.client.status == 101
+    assert server.site.open_connections == 0
+    second = server.open()
+    assert second.client.status == 101
+    first.write(frame(0x8, struct.pack("!H", 1000)))
+    assert server.site.open_connections == 0
+    assert server.factory.open_connections == 1

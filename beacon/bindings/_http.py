@@ -38,6 +38,7 @@ from io import BytesIO
 from typing import Any, Callable
 
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
@@ -231,6 +232,8 @@ class BeaconSite(server.Site):
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
         body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
+        max_connections: int = 0,
+        max_connections_per_source: int = 0,
         **kw: Any,
     ) -> None:
         """
@@ -246,6 +249,10 @@ class BeaconSite(server.Site):
             headers; None: no limit.
         @param body_timeout: Seconds from the headers to the end of the
             body; None: no limit.
+        @param max_connections: Open connections this listener holds at
+            most; 0: no cap.
+        @param max_connections_per_source: Open connections one source
+            address holds at most; 0: no cap.
         """
         super().__init__(
             resource,
@@ -258,11 +265,85 @@ class BeaconSite(server.Site):
         self.access_log = access_log
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
+        self.max_connections = max_connections
+        self.max_connections_per_source = max_connections_per_source
+        self.open_connections = 0
+        self._by_source: dict[str, int] = {}
+        self._refusing: set[str] = set()
 
     def log(self, request: server.Request) -> None:
         """Write the access log line, if access logging is on."""
         if self.access_log:
             super().log(request)
+
+    def buildProtocol(self, addr: Any) -> Any:
+        """
+        A channel for a new connection, unless the listener or the source is
+        at its connection cap: then a refusal that answers 503
+        C{too_many_connections} and closes, so the service keeps answering
+        everyone else.
+        """
+        source = str(getattr(addr, "host", "unix"))
+        held = self._by_source.get(source, 0)
+        if (self.max_connections and self.open_connections >= self.max_connections) or (
+            self.max_connections_per_source and held >= self.max_connections_per_source
+        ):
+            if source not in self._refusing:
+                self._refusing.add(source)
+                log.warn(
+                    "http.connection_refused: {source} holds {held} connections, "
+                    "the listener {open} (caps {per_source} and {total})",
+                    source=source,
+                    held=held,
+                    open=self.open_connections,
+                    per_source=self.max_connections_per_source,
+                    total=self.max_connections,
+                )
+            return _ConnectionRefusal()
+        channel = super().buildProtocol(addr)
+        self.open_connections += 1
+        self._by_source[source] = held + 1
+        released: list[bool] = []
+
+        def release() -> None:
+            if released:
+                return
+            released.append(True)
+            self.open_connections -= 1
+            remaining = self._by_source[source] - 1
+            if remaining:
+                self._by_source[source] = remaining
+            else:
+                del self._by_source[source]
+            self._refusing.discard(source)
+
+        closed = channel.connectionLost
+
+        def connection_lost(reason: Any) -> None:
+            release()
+            closed(reason)
+
+        channel.connectionLost = connection_lost
+        # A binding that takes the connection over (the WebSocket upgrade)
+        # calls this: the connection is no longer the Site's to count.
+        getattr(channel, "_channel", channel).release_connection = release
+        return channel
+
+
+class _ConnectionRefusal(Protocol):
+    """Answers 503 too_many_connections at once and closes."""
+
+    def connectionMade(self) -> None:
+        body = error_body("too_many_connections", "too many open connections; retry later")
+        assert self.transport is not None
+        self.transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Retry-After: 1\r\n"
+            b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+            b"Connection: close\r\n\r\n" + body
+        )
+        self.transport.loseConnection()
 
 
 def _refuse(

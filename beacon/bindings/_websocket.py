@@ -932,6 +932,9 @@ class WebSocketResource:
         # The HTTP channel registered itself as the transport's producer and
         # may have paused it; from here on the WebSocket protocol is both.
         transport.unregisterProducer()
+        release = getattr(request.channel, "release_connection", None)
+        if release is not None:
+            release()  # The WebSocket factory counts it from here on.
         request.channel.transport = None
         wrapper = getattr(transport, "wrappedProtocol", None)
         if wrapper is not None:  # TLS: the transport wraps the channel.
