@@ -162,3 +162,60 @@ def test_slow_headers_are_cut_off_for_real(launcher: BeaconLauncher) -> None:
     assert elapsed < 3
     assert status_of(beacon.port, "a" * 32) == 404
     assert "http.request_timeout" in beacon.log
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of process C{pid}, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+#: What README's "Limits and guarantees" promises for a flood of
+#: maximum-size requests.
+FLOOD_RSS_BOUND_MIB = 64
+
+
+def test_memory_stays_bounded_under_a_flood_of_maximum_size_requests(launcher: BeaconLauncher) -> None:
+    """A flood of maximum-size bodies, over and at the cap, grows RSS by less than the bound README states."""
+    beacon = launcher.start("--config", str(launcher.cwd / "beacon.toml"))
+    pid = beacon.process.pid
+    at_cap = b'{"text":"' + b"a" * (65536 - 12) + b'"}'
+    at_cap += b" "
+    over_cap = at_cap + b" "
+    assert (len(at_cap), len(over_cap)) == (65536, 65537)
+
+    def flood(body: bytes, count: int, statuses: list[int]) -> None:
+        for _ in range(count):
+            connection = http.client.HTTPConnection("127.0.0.1", beacon.port, timeout=TIMEOUT)
+            try:
+                connection.request(
+                    "POST", "/beacon/0.1/submissions", body, {"Content-Type": "application/json"}
+                )
+                response = connection.getresponse()
+                response.read()
+                statuses.append(response.status)
+            except (OSError, http.client.HTTPException):
+                statuses.append(0)
+            finally:
+                connection.close()
+
+    warm: list[int] = []
+    flood(at_cap, 20, warm)
+    before = rss_kib(pid)
+    statuses: list[int] = []
+    threads = [
+        threading.Thread(target=flood, args=(body, 100, statuses))
+        for body in (at_cap, over_cap, at_cap, over_cap)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+        assert not thread.is_alive()
+    after = rss_kib(pid)
+    assert statuses.count(201) == 200
+    assert set(statuses) <= {201, 413, 0}
+    assert statuses.count(413) + statuses.count(0) == 200
+    assert (after - before) / 1024 < FLOOD_RSS_BOUND_MIB
