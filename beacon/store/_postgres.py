@@ -59,24 +59,18 @@ import os
 import selectors
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar, Union, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
-from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from beacon.store._interface import (
-    STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
     StoredTask,
@@ -84,13 +78,17 @@ from beacon.store._interface import (
     StoreEvent,
     Submission,
     TaskPage,
-    TaskStatusRecord,
 )
-from beacon.store._sqlite import (
-    Listeners,
+from beacon.store._threaded import (
+    ThreadedStore,
+    _Decision,
+    _Outcome,
+    _page,
+    _row,
     _task,
-    check_decision_state,
-    check_limit,
+    _Write,
+    select_status,
+    select_task,
 )
 
 _T = TypeVar("_T")
@@ -230,35 +228,8 @@ _INSERT_DECISION = """
     RETURNING seq
 """
 
-_SELECT_STATUS = """
-    SELECT s.id, s.context_id, s.received_at_ms, e.state, e.at_ms
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-    WHERE s.id = %s
-"""
-
-# Everything about a task, in the order beacon.store._sqlite._task reads it.
-_TASK_COLUMNS = """
-    s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
-    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note
-"""
-
-_SELECT_TASK = f"""
-    SELECT {_TASK_COLUMNS}
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-    WHERE s.id = %s
-"""
-
-_TASK_KEYS = f"""
-    SELECT
-        s.seq AS seq,
-        s.context_id AS context_id,
-        COALESCE(e.state, '{STATE_SUBMITTED}') AS state,
-        COALESCE(e.at_ms, s.received_at_ms) AS updated_at_ms
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-"""
+_SELECT_STATUS = select_status("%s")
+_SELECT_TASK = select_task("%s")
 
 # The newest committed write; the listening thread starts after it.
 _SELECT_LAST_SEQ = """
@@ -282,24 +253,6 @@ _SELECT_COMMITTED_AFTER = """
 """
 
 _EVENT_KINDS = frozenset({"submitted", "decided"})
-
-
-class _Decision(NamedTuple):
-    """
-    A review decision waiting for the writer.
-    """
-
-    receipt_id: str
-    state: str
-    at_ms: int
-    note: str | None
-
-
-_Write = Union[Submission, _Decision]
-#: What the writer made of one write: L{None} for a stored submission; for
-#: a decision, the decided task, L{None} for an unknown id, or
-#: L{AlreadyDecided}.
-_Outcome = Union[StoredTask, AlreadyDecided, None]
 
 
 class _CommitUnknown(Exception):
@@ -573,7 +526,7 @@ def _connect_or_fail(info: str, display: str) -> psycopg.Connection[Any]:
 
 
 @implementer(ISubmissionStore)
-class PostgreSQLStore(Service):
+class PostgreSQLStore(ThreadedStore):
     """
     An L{ISubmissionStore} in a PostgreSQL database that several Beacon
     instances share, as a service.
@@ -613,35 +566,13 @@ class PostgreSQLStore(Service):
         @raises ValueError: If C{max_batch} or C{pool_size} is less than 1.
         @raises StoreError: If C{url} is not a libpq URL.
         """
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
-        if pool_size < 1:
-            raise ValueError(f"pool_size must be at least 1, not {pool_size}")
+        super().__init__(
+            reactor, max_batch=max_batch, readers=pool_size, readers_name="pool_size"
+        )
         self.url = redact(url)
         self._conninfo = conninfo(url)
         self._given_url = url
-        self._reactor = reactor
-        self._max_batch = max_batch
-        self._pool_size = pool_size
-        self.transactions = 0
         self.caught_up = 0
-        # Reactor-thread state: writes waiting for the writer, whether a
-        # batch is in flight, other calls in flight, stopService's waiters,
-        # and the listeners.
-        self._pending: deque[tuple[_Write, Deferred[Any]]] = deque()
-        self._writing = False
-        self._working = 0
-        self._idle_waiters: list[Deferred[None]] = []
-        self._closed_waiters: list[Deferred[None]] = []
-        self._listeners = Listeners(self.log)
-        self._writer_pool: ThreadPool | None = None
-        self._reader_pool: ThreadPool | None = None
-        # Each pool thread opens its own connection on first use and again
-        # after it found one broken; all of them are remembered so that the
-        # store can close them when it stops.
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
-        self._connections_lock = threading.Lock()
         # The listening thread's state; _seen (the highest seq delivered) is
         # only touched by that thread once it runs.
         self._listen_thread: threading.Thread | None = None
@@ -686,12 +617,7 @@ class PostgreSQLStore(Service):
             ) from e
         self._listen_connection = listening
         self.listen_backend_pid = listening.info.backend_pid
-        self._writer_pool = ThreadPool(1, 1, name="beacon-store-writer")
-        self._reader_pool = ThreadPool(
-            self._pool_size, self._pool_size, name="beacon-store-reader"
-        )
-        self._writer_pool.start()
-        self._reader_pool.start()
+        self._start_pools()
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
         os.set_blocking(write_end, False)
@@ -708,46 +634,6 @@ class PostgreSQLStore(Service):
             url=self.url,
             version=version,
         )
-
-    def stopService(self) -> Deferred[None]:
-        """
-        Stop accepting work; commit and answer every pending write; let the
-        listening thread deliver everything committed so far; close the
-        connections and stop the threads.
-
-        @return: A L{Deferred} that fires when all of that is done.
-        """
-        cast(Callable[[], None], super().stopService)()
-        idle: Deferred[None] = Deferred()
-        self._idle_waiters.append(idle)
-        self._check_idle()
-        idle.addCallback(lambda _: self._shut_down())
-        return idle
-
-    def _shut_down(self) -> Deferred[None]:
-        """
-        Stop the listening thread (after its last catch-up), then close
-        every pool connection on the idle writer thread and stop the pools.
-
-        @return: A L{Deferred} that fires when all of that is done (also
-            for a second stopService made while the first is closing).
-        """
-        if self._writer_pool is None or self._reader_pool is None:
-            return succeed(None)
-        closed: Deferred[None] = Deferred()
-        self._closed_waiters.append(closed)
-        if len(self._closed_waiters) == 1:
-            listening = self._stop_listening()
-            listening.addCallback(self._close_connections)
-            listening.addBoth(self._stop_pools)
-        return closed
-
-    def _close_connections(self, _: None) -> Deferred[None]:
-        """
-        Close every pool connection on the (idle) writer thread.
-        """
-        assert self._writer_pool is not None
-        return deferToThreadPool(self._reactor, self._writer_pool, self._close_all)
 
     def _stop_listening(self) -> Deferred[None]:
         """
@@ -766,263 +652,89 @@ class PostgreSQLStore(Service):
                 pass  # A wake-up is waiting already, or the thread ended.
         return stopped
 
-    def _stop_pools(self, result: object) -> None:
+    # ThreadedStore's hooks not defined further down.
+
+    _location_key = "url"
+    _SELECT_TASK = _SELECT_TASK
+    _SELECT_STATUS = _SELECT_STATUS
+    _MARK = "%s"
+    _TRUE = "TRUE"
+    _SUBQUERY_ALIAS = " AS keys"
+    _AFTER_CURSOR = "(updated_at_ms, seq) < (%s, %s)"
+
+    @staticmethod
+    def _after_params(after: tuple[int, int]) -> list[object]:
+        return [after[0], after[1]]
+
+    @property
+    def _location(self) -> str:
+        return self.url
+
+    def _before_close(self) -> Deferred[None]:
         """
-        Stop both (idle) pools once the connections are closed, and tell
-        whoever waits for the store to stop.
+        At stop: let the listening thread deliver everything committed so
+        far (after its last catch-up) before the pool connections close.
         """
-        if isinstance(result, Failure):
-            self.log.failure(
-                "store.close_failed: closing the submission store {url} failed",
-                result,
-                url=self.url,
-            )
+        return self._stop_listening()
+
+    def _after_close(self) -> None:
+        """
+        At stop, once the connections are closed: forget the listening
+        thread and its wake-up pipe.
+        """
         if self._wake is not None:
             os.close(self._wake[1])
             self._wake = None
         self._listen_thread = None
         self._listen_stopped = None
-        if self._writer_pool is not None:
-            self._writer_pool.stop()
-        if self._reader_pool is not None:
-            self._reader_pool.stop()
-        self._writer_pool = self._reader_pool = None
-        self.log.info("store.closed: submission store {url}", url=self.url)
-        waiters, self._closed_waiters = self._closed_waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
 
-    # ISubmissionStore.
+    def _close_connection(self, connection: psycopg.Connection[Any]) -> None:
+        try:
+            connection.close()
+        except psycopg.Error:
+            pass
 
-    def append(self, submission: Submission) -> Deferred[None]:
+    def _refuse_submission(self, submission: Submission) -> Deferred[None] | None:
         """
-        Queue C{submission} for the next batch.
-
-        @return: A L{Deferred} that fires with L{None} once the batch holding
-            C{submission} is committed, or fails with L{StoreError} (and
-            then none of that batch was stored, or, when the connection
-            broke during the commit, it is unknown whether it was; either
-            way there is no receipt). A submission with a text field that
-            PostgreSQL cannot hold (a NUL character) fails alone, at once.
+        A submission with a text field that PostgreSQL cannot hold (a NUL
+        character) fails alone, at once.
         """
-        if not self.running:
-            return fail(StoreError("the submission store is not running"))
         field = _unstorable_field(submission)
         if field is not None:
             return fail(
                 StoreError(f"the submission's {field} cannot be stored in PostgreSQL")
             )
-        done: Deferred[None] = Deferred()
-        self._pending.append((submission, done))
-        self._flush()
-        return done
+        return None
 
-    def decide(
-        self, receipt_id: str, state: str, at_ms: int, note: str | None
-    ) -> Deferred[StoredTask | None]:
+    def _refuse_decision(
+        self, receipt_id: str, note: str | None
+    ) -> Deferred[StoredTask | None] | None:
         """
-        Queue a review decision for the next batch.
-
-        @param state: L{STATE_COMPLETED} (accepted) or L{STATE_REJECTED}.
-        @param at_ms: When it was decided, in milliseconds since the epoch.
-        @param note: The reviewer's note, or L{None}.
-        @return: A L{Deferred} that fires once the batch holding the decision
-            is committed, with the task in its new state, or with L{None}
-            when no submission has that id. It fails with L{AlreadyDecided}
-            when the submission has a decision (made by any instance), with
-            L{StoreError} when its batch was not stored, and with
-            L{ValueError} for any other C{state}.
+        No stored submission has an id PostgreSQL cannot hold; a note it
+        cannot hold fails at once.
         """
-        try:
-            check_decision_state(state)
-        except ValueError:
-            return fail()
-        if not self.running:
-            return fail(StoreError("the submission store is not running"))
         if not _storable(receipt_id):
             return succeed(None)  # No stored submission has such an id.
         if note is not None and not _storable(note):
             return fail(StoreError("the decision's note cannot be stored in PostgreSQL"))
-        done: Deferred[StoredTask | None] = Deferred()
-        self._pending.append((_Decision(receipt_id, state, at_ms, note), done))
-        self._flush()
-        return done
+        return None
 
-    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+    def _unreadable(self, *texts: str | None) -> bool:
         """
-        Call C{listener} on the reactor thread with a L{StoreEvent} for every
-        submission and decision committed by any instance on this database,
-        this one included, once each, in commit order. They arrive through
-        C{LISTEN}, so shortly after the writer's Deferreds fired, not before.
-        Refused decisions and failed batches make no event. A listener that
-        raises is logged (C{store.listener_failed}) and changes nothing else.
-
-        @return: A function that unsubscribes; calling it again does nothing.
+        A running store finds nothing for a key PostgreSQL cannot hold.
         """
-        return self._listeners.subscribe(listener)
-
-    def get(self, receipt_id: str) -> Deferred[StoredTask | None]:
-        """
-        Read submission C{receipt_id} and its decision, on a reader thread.
-
-        @return: A L{Deferred} that fires with the L{StoredTask}, or L{None}
-            when no submission has that id, or fails with L{StoreError}.
-        """
-        if not _storable(receipt_id) and self.running:
-            return succeed(None)
-        return self._read(self._select_task, receipt_id)
-
-    def list_tasks(
-        self,
-        *,
-        limit: int,
-        state: str | None = None,
-        updated_after_ms: int | None = None,
-        context_id: str | None = None,
-        after: tuple[int, int] | None = None,
-    ) -> Deferred[TaskPage]:
-        """
-        Read one page of tasks on a reader thread, newest C{updated_at_ms}
-        first, then highest C{seq} first. The filters combine with AND; the
-        page and its C{total} come from one C{REPEATABLE READ} transaction,
-        so they agree.
-
-        @param limit: The page size (at least 1).
-        @param state: Only tasks in this TaskState.
-        @param updated_after_ms: Only tasks with C{updated_at_ms} at or after
-            this time.
-        @param context_id: Only the task with this contextId.
-        @param after: A previous page's C{next_after}: only tasks strictly
-            after C{(updated_at_ms, seq)} in this order.
-        @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
-            L{StoreError}, or with L{ValueError} if C{limit} is below 1.
-        """
-        try:
-            check_limit(limit)
-        except ValueError:
-            return fail()
-        for text in (state, context_id):
-            if text is not None and not _storable(text) and self.running:
-                return succeed(TaskPage(tasks=[], total=0, next_after=None))
-        return self._read(
-            self._select_page, limit, state, updated_after_ms, context_id, after
+        return any(
+            text is not None and not _storable(text) and self.running
+            for text in texts
         )
 
-    def status(self, receipt_id: str) -> Deferred[TaskStatusRecord | None]:
+    def _batch_committed(self, events: list[StoreEvent]) -> None:
         """
-        Derive the status of submission C{receipt_id} from its decision.
+        The listeners hear of what a batch stored through the listening
+        thread (L{_deliver}), like every other instance's writes.
+        """
 
-        @return: A L{Deferred} that fires with the L{TaskStatusRecord}, or
-            L{None} when no submission has that id, or fails with
-            L{StoreError}.
-        """
-        if not _storable(receipt_id) and self.running:
-            return succeed(None)
-        return self._read(self._select_status, receipt_id)
-
-    # The reactor side of group commit.
-
-    def _flush(self) -> None:
-        """
-        If no batch is in flight, hand everything pending (up to
-        C{max_batch}) to the writer thread as one batch.
-        """
-        if self._writing:
-            return
-        if not self._pending:
-            self._check_idle()
-            return
-        assert self._writer_pool is not None
-        batch = [
-            self._pending.popleft()
-            for _ in range(min(self._max_batch, len(self._pending)))
-        ]
-        self._writing = True
-        written = deferToThreadPool(
-            self._reactor,
-            self._writer_pool,
-            self._write_batch,
-            [write for write, _ in batch],
-        )
-        written.addBoth(self._batch_written, batch)
-
-    def _batch_written(
-        self,
-        result: list[_Outcome] | Failure,
-        batch: list[tuple[_Write, Deferred[Any]]],
-    ) -> None:
-        """
-        Answer every write of a finished batch, then send the next batch.
-        (The listeners hear of what it stored through the listening thread.)
-        """
-        if isinstance(result, Failure):
-            if isinstance(result.value, StoreError):
-                message = str(result.value)
-                self.log.warn(
-                    "store.batch_failed: a batch of {count} writes was not"
-                    " stored: {message}",
-                    count=len(batch),
-                    message=message,
-                )
-            else:
-                message = "the submission store failed unexpectedly"
-                self.log.failure(
-                    "store.batch_failed: writing a batch of {count} writes failed",
-                    result,
-                    count=len(batch),
-                )
-            for _, done in batch:
-                error = StoreError(message)
-                error.__cause__ = result.value
-                done.errback(error)
-        else:
-            self.transactions += 1
-            for (_, done), outcome in zip(batch, result):
-                if isinstance(outcome, AlreadyDecided):
-                    done.errback(outcome)
-                else:
-                    done.callback(outcome)
-        # Writes made by the callbacks above have queued behind this batch;
-        # they go together, in the next one.
-        self._writing = False
-        self._flush()
-
-    def _read(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
-        """
-        Run C{f(connection, *args)} on a reader thread.
-        """
-        if not self.running or self._reader_pool is None:
-            return fail(StoreError("the submission store is not running"))
-        return self._counted(
-            deferToThreadPool(
-                self._reactor, self._reader_pool, self._on_reader, f, *args
-            )
-        )
-
-    def _counted(self, work: Deferred[_T]) -> Deferred[_T]:
-        """
-        Count C{work} in flight until it fires, so that stopService waits
-        for it before closing the connections.
-        """
-        self._working += 1
-
-        def finished(result: _T) -> _T:
-            self._working -= 1
-            self._check_idle()
-            return result
-
-        return work.addBoth(finished)
-
-    def _check_idle(self) -> None:
-        """
-        Fire stopService's waiters once the store is stopped and no write or
-        read is pending or in flight.
-        """
-        if self.running or self._writing or self._pending or self._working:
-            return
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
+    # The listening thread's events, on the reactor thread.
 
     def _deliver(self, events: list[StoreEvent]) -> None:
         """
@@ -1111,19 +823,6 @@ class PostgreSQLStore(Service):
         except psycopg.Error:
             pass
 
-    def _close_all(self) -> None:
-        """
-        Close every connection the pool threads opened; they are all idle.
-        """
-        with self._connections_lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            try:
-                connection.close()
-            except psycopg.Error:
-                pass
-        self._local = threading.local()
-
     # The writer thread.
 
     def _write_batch(self, writes: list[_Write]) -> list[_Outcome]:
@@ -1185,17 +884,7 @@ class PostgreSQLStore(Service):
                     if isinstance(write, Submission):
                         row = connection.execute(
                             _INSERT_SUBMISSION,
-                            (
-                                write.id,
-                                write.context_id,
-                                write.received_at_ms,
-                                write.door,
-                                write.source,
-                                write.kind,
-                                write.message_id,
-                                write.content,
-                                write.sha256,
-                            ),
+                            _row(write),
                         ).fetchone()
                         assert row is not None
                         payloads.append(f"submitted {row[0]} {write.id}")
@@ -1274,18 +963,8 @@ class PostgreSQLStore(Service):
             raise StoreError(f"could not read from {self.url}: {describe(e)}") from e
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @staticmethod
-    def _select_task(
-        connection: psycopg.Connection[Any], receipt_id: str
-    ) -> StoredTask | None:
-        """
-        Everything about C{receipt_id}, in one query.
-        """
-        row = connection.execute(_SELECT_TASK, (receipt_id,)).fetchone()
-        return None if row is None else _task(row)
-
-    @staticmethod
     def _select_page(
+        self,
         connection: psycopg.Connection[Any],
         limit: int,
         state: str | None,
@@ -1294,75 +973,17 @@ class PostgreSQLStore(Service):
         after: tuple[int, int] | None,
     ) -> TaskPage:
         """
-        One page of L{list_tasks} and its total, in one read transaction.
+        One page of L{list_tasks} and its total, in one C{REPEATABLE READ}
+        transaction (the reader connections' isolation), so they agree.
         """
-        conditions: list[str] = []
-        params: list[object] = []
-        if state is not None:
-            conditions.append("state = %s")
-            params.append(state)
-        if updated_after_ms is not None:
-            conditions.append("updated_at_ms >= %s")
-            params.append(updated_after_ms)
-        if context_id is not None:
-            conditions.append("context_id = %s")
-            params.append(context_id)
-        filters = " AND ".join(conditions) or "TRUE"
-        page_filters, page_params = filters, list(params)
-        if after is not None:
-            # Strictly after the cursor in (updated_at_ms DESC, seq DESC).
-            page_filters += " AND (updated_at_ms, seq) < (%s, %s)"
-            page_params += [after[0], after[1]]
-        with connection.transaction():
-            counted = connection.execute(
-                f"SELECT COUNT(*) FROM ({_TASK_KEYS}) AS keys WHERE {filters}",
-                params,
-            ).fetchone()
-            # One more than asked for tells whether another page follows.
-            rows = connection.execute(
-                f"""
-                WITH page AS (
-                    SELECT seq, updated_at_ms FROM ({_TASK_KEYS}) AS keys
-                    WHERE {page_filters}
-                    ORDER BY updated_at_ms DESC, seq DESC
-                    LIMIT %s
-                )
-                SELECT {_TASK_COLUMNS}
-                FROM page
-                JOIN submissions AS s ON s.seq = page.seq
-                LEFT JOIN events AS e ON e.submission_id = s.id
-                ORDER BY page.updated_at_ms DESC, page.seq DESC
-                """,
-                [*page_params, limit + 1],
-            ).fetchall()
-        total = int(counted[0]) if counted else 0
-        tasks = [_task(row) for row in rows[:limit]]
-        next_after = None
-        if len(rows) > limit:
-            next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
-        return TaskPage(tasks=tasks, total=total, next_after=next_after)
-
-    @staticmethod
-    def _select_status(
-        connection: psycopg.Connection[Any], receipt_id: str
-    ) -> TaskStatusRecord | None:
-        """
-        The status of C{receipt_id}, in one query.
-        """
-        row = connection.execute(_SELECT_STATUS, (receipt_id,)).fetchone()
-        if row is None:
-            return None
-        id_, context_id, received_at_ms, state, at_ms = row
-        if state is None:
-            return TaskStatusRecord(
-                id=id_,
-                context_id=context_id,
-                state=STATE_SUBMITTED,
-                updated_at_ms=received_at_ms,
-            )
-        return TaskStatusRecord(
-            id=id_, context_id=context_id, state=state, updated_at_ms=at_ms
+        count, params, page, page_params = self._page_queries(
+            limit, state, updated_after_ms, context_id, after
         )
+        with connection.transaction():
+            counted = connection.execute(count, params).fetchone()
+            rows = connection.execute(page, page_params).fetchall()
+        total = int(counted[0]) if counted else 0
+        return _page(rows, limit, total)
 
     # The listening thread.
 

@@ -1,0 +1,875 @@
+"""
+The reactor-side machinery the thread-pool backends share
+(L{beacon.store.SQLiteStore} and L{beacon.store.PostgreSQLStore}).
+
+Every database call of such a store runs on one of two dedicated
+L{ThreadPool}s, never on the reactor thread:
+
+  - one writer thread, which owns the only connection this store writes on.
+    Appends and review decisions queue together on the reactor side;
+    whenever no write is in flight, everything pending (up to C{max_batch})
+    goes to the writer as one batch, written in order in one transaction
+    (group commit). Every write is answered only after its batch committed.
+  - reader threads, each with its own connection.
+
+L{ThreadedStore} holds that queue, the read path and the stop sequence;
+a backend supplies its connections, its SQL and these hooks:
+
+  - L{ThreadedStore._write_batch} (on the writer thread): write a batch in
+    one transaction and say what became of each write;
+  - L{ThreadedStore._on_reader} (on a reader thread): run a read function
+    with this thread's connection;
+  - L{ThreadedStore._close_connection}: close one pool connection;
+  - optionally the C{_refuse_*} and C{_unreadable} checks, the events of a
+    committed batch (L{ThreadedStore._batch_committed}), and what happens
+    before and after the pool connections are closed at stop.
+
+This module also holds the helpers every backend (and the in-memory test
+store) uses: L{Listeners}, L{check_limit}, L{check_decision_state}, and the
+mapping of rows to L{StoredTask}s, L{TaskStatusRecord}s and L{TaskPage}s.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union, cast
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+
+from beacon.store._interface import (
+    STATE_COMPLETED,
+    STATE_REJECTED,
+    STATE_SUBMITTED,
+    AlreadyDecided,
+    StoredTask,
+    StoreError,
+    StoreEvent,
+    Submission,
+    TaskPage,
+    TaskStatusRecord,
+)
+
+_T = TypeVar("_T")
+
+#: The states a review decision may set.
+DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
+
+# Everything about a task, in the order L{_task} reads it (both backends'
+# SQL reads it so).
+TASK_COLUMNS = """
+    s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
+    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note
+"""
+
+# Every task's sort and filter keys, without its content: list_tasks filters,
+# counts and orders these, then reads whole rows for one page only.
+TASK_KEYS = f"""
+    SELECT
+        s.seq AS seq,
+        s.context_id AS context_id,
+        COALESCE(e.state, '{STATE_SUBMITTED}') AS state,
+        COALESCE(e.at_ms, s.received_at_ms) AS updated_at_ms
+    FROM submissions AS s
+    LEFT JOIN events AS e ON e.submission_id = s.id
+"""
+
+
+
+def select_task(mark: str) -> str:
+    """
+    The query for everything about one task (L{TASK_COLUMNS}), its one
+    parameter (written C{mark}) the task's id.
+    """
+    return f"""
+    SELECT {TASK_COLUMNS}
+    FROM submissions AS s
+    LEFT JOIN events AS e ON e.submission_id = s.id
+    WHERE s.id = {mark}
+"""
+
+
+def select_status(mark: str) -> str:
+    """
+    The query for one task's status row (see L{_status}), its one parameter
+    (written C{mark}) the task's id. A task's state is the state of its
+    decision, or submitted as of its receipt when it has none (the unique
+    index allows at most one event).
+    """
+    return f"""
+    SELECT s.id, s.context_id, s.received_at_ms, e.state, e.at_ms
+    FROM submissions AS s
+    LEFT JOIN events AS e ON e.submission_id = s.id
+    WHERE s.id = {mark}
+"""
+
+
+_Row = tuple[str, str, int, str, str, str, str, bytes, str]
+
+
+class _Decision(NamedTuple):
+    """
+    A review decision waiting for the writer, in the order of the backends'
+    C{_INSERT_DECISION} parameters.
+    """
+
+    receipt_id: str
+    state: str
+    at_ms: int
+    note: str | None
+
+
+#: One write of a batch, and what the writer thread made of it: L{None} for
+#: a stored submission; for a decision, the decided task, L{None} for an
+#: unknown id, or L{AlreadyDecided}.
+_Write = Union[Submission, _Decision]
+_Outcome = Union[StoredTask, AlreadyDecided, None]
+
+
+def _row(submission: Submission) -> _Row:
+    """
+    The C{submissions} row for C{submission}, in C{_INSERT_SUBMISSION} order.
+    """
+    return (
+        submission.id,
+        submission.context_id,
+        submission.received_at_ms,
+        submission.door,
+        submission.source,
+        submission.kind,
+        submission.message_id,
+        submission.content,
+        submission.sha256,
+    )
+
+
+def _task(row: tuple[Any, ...]) -> StoredTask:
+    """
+    The L{StoredTask} of a row of L{TASK_COLUMNS}.
+    """
+    (
+        seq,
+        id_,
+        context_id,
+        received_at_ms,
+        door,
+        source,
+        kind,
+        message_id,
+        content,
+        sha256,
+        state,
+        at_ms,
+        note,
+    ) = row
+    submission = Submission(
+        id=id_,
+        context_id=context_id,
+        received_at_ms=received_at_ms,
+        door=door,
+        source=source,
+        kind=kind,
+        message_id=message_id,
+        content=bytes(content),
+        sha256=sha256,
+    )
+    if state is None:
+        return StoredTask(
+            submission=submission,
+            state=STATE_SUBMITTED,
+            updated_at_ms=received_at_ms,
+            note=None,
+            seq=seq,
+        )
+    return StoredTask(
+        submission=submission, state=state, updated_at_ms=at_ms, note=note, seq=seq
+    )
+
+
+def _status(row: tuple[Any, ...]) -> TaskStatusRecord:
+    """
+    The L{TaskStatusRecord} of a row of C{(id, context_id, received_at_ms,
+    state, at_ms)}, the last two L{None} for an undecided task.
+    """
+    id_, context_id, received_at_ms, state, at_ms = row
+    if state is None:
+        return TaskStatusRecord(
+            id=id_,
+            context_id=context_id,
+            state=STATE_SUBMITTED,
+            updated_at_ms=received_at_ms,
+        )
+    return TaskStatusRecord(
+        id=id_, context_id=context_id, state=state, updated_at_ms=at_ms
+    )
+
+
+def _page(rows: list[Any], limit: int, total: int) -> TaskPage:
+    """
+    The L{TaskPage} of up to C{limit + 1} rows of L{TASK_COLUMNS} (one more
+    than asked for tells whether another page follows).
+    """
+    tasks = [_task(row) for row in rows[:limit]]
+    next_after = None
+    if len(rows) > limit:
+        next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
+    return TaskPage(tasks=tasks, total=total, next_after=next_after)
+
+
+def check_decision_state(state: str) -> None:
+    """
+    Refuse a decision state other than L{STATE_COMPLETED} or
+    L{STATE_REJECTED}.
+
+    @raises ValueError: If C{state} is any other value.
+    """
+    if state not in DECISION_STATES:
+        raise ValueError(
+            f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
+        )
+
+
+def check_limit(limit: int) -> None:
+    """
+    Refuse a page size below one.
+
+    @raises ValueError: If C{limit} is less than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+
+
+class Listeners:
+    """
+    A store's listeners (L{ISubmissionStore.subscribe}), shared by the
+    backends.
+
+    Events are delivered one at a time, in the order they were handed to
+    L{notify}, to every listener in subscription order. An event handed over
+    while listeners are being called (a listener wrote to a store that
+    answers synchronously) waits for the events before it, so commit order
+    holds. A listener that raises is logged as C{store.listener_failed} and
+    the others are still called.
+    """
+
+    def __init__(self, log: Logger) -> None:
+        """
+        @param log: Where listener failures are logged.
+        """
+        self._log = log
+        self._listeners: dict[object, Callable[[StoreEvent], None]] = {}
+        self._queue: deque[StoreEvent] = deque()
+        self._notifying = False
+
+    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+        """
+        Add C{listener}; the same callable subscribed twice is called twice.
+
+        @return: A function that removes this subscription; calling it again
+            does nothing.
+        """
+        key = object()
+        self._listeners[key] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(key, None)
+
+        return unsubscribe
+
+    def notify(self, events: Iterable[StoreEvent]) -> None:
+        """
+        Call every listener with each of C{events}, in order.
+        """
+        self._queue.extend(events)
+        if self._notifying:
+            return
+        self._notifying = True
+        try:
+            while self._queue:
+                event = self._queue.popleft()
+                for key, listener in list(self._listeners.items()):
+                    # An earlier listener may have unsubscribed this one.
+                    if key not in self._listeners:
+                        continue
+                    try:
+                        listener(event)
+                    except Exception:
+                        self._log.failure(
+                            "store.listener_failed: a store listener failed"
+                            " on a {kind} event",
+                            kind=event.kind,
+                        )
+        finally:
+            self._notifying = False
+
+
+class ThreadedStore(Service):
+    """
+    The shared core of an L{ISubmissionStore} whose database calls run on a
+    writer thread and reader threads: group commit, reads, and stopping.
+
+    A subclass opens its database in C{startService} and then calls
+    L{_start_pools} and C{super().startService()}.
+
+    @ivar transactions: The number of write transactions this store has
+        committed (one per batch, however many appends and decisions it
+        held).
+    """
+
+    log: ClassVar[Logger]
+
+    #: The name under which log events carry L{_location} (C{"path"} or
+    #: C{"url"}).
+    _location_key: ClassVar[str]
+
+    def __init__(
+        self,
+        reactor: IReactorFromThreads,
+        *,
+        max_batch: int,
+        readers: int,
+        readers_name: str,
+    ) -> None:
+        """
+        @param reactor: The reactor that receives the threads' results.
+        @param max_batch: The most writes (submissions and decisions) in
+            one transaction.
+        @param readers: The number of reader threads (and connections).
+        @param readers_name: The name of the C{readers} parameter, for the
+            error message.
+        @raises ValueError: If C{max_batch} or C{readers} is less than 1.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        if readers < 1:
+            raise ValueError(f"{readers_name} must be at least 1, not {readers}")
+        self._reactor = reactor
+        self._max_batch = max_batch
+        self._readers = readers
+        self.transactions = 0
+        # Reactor-thread state: writes waiting for the writer (each with the
+        # Deferred that answers it), whether a batch is in flight, other
+        # calls in flight, stopService's waiters, and the listeners.
+        self._pending: deque[tuple[_Write, Deferred[Any]]] = deque()
+        self._writing = False
+        self._working = 0
+        self._idle_waiters: list[Deferred[None]] = []
+        self._closed_waiters: list[Deferred[None]] = []
+        self._listeners = Listeners(self.log)
+        self._writer_pool: ThreadPool | None = None
+        self._reader_pool: ThreadPool | None = None
+        # Each pool thread opens its own connection on first use (a backend
+        # may open another later); all of them are remembered so that
+        # stopService can close them.
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._connections_lock = threading.Lock()
+
+    # The backend's hooks.
+
+    @property
+    def _location(self) -> str:
+        """
+        The database, as logged (never with a password).
+        """
+        raise NotImplementedError()
+
+    def _write_batch(self, writes: list[_Write]) -> list[_Outcome]:
+        """
+        On the writer thread: write C{writes} in order in one transaction,
+        or none of them.
+
+        @return: What became of each write, in order (see L{_Outcome}).
+        @raises StoreError: If the transaction failed.
+        """
+        raise NotImplementedError()
+
+    def _on_reader(self, f: Callable[..., _T], *args: object) -> _T:
+        """
+        On a reader thread: run C{f(connection, *args)} with this thread's
+        connection.
+
+        @raises StoreError: If the read failed.
+        """
+        raise NotImplementedError()
+
+    def _close_connection(self, connection: Any) -> None:
+        """
+        Close one (idle) pool connection, at stop.
+        """
+        raise NotImplementedError()
+
+    def _refuse_submission(self, submission: Submission) -> Deferred[None] | None:
+        """
+        What L{append} answers at once for a C{submission} this backend
+        cannot store, or L{None} to queue it.
+        """
+        return None
+
+    def _refuse_decision(
+        self, receipt_id: str, note: str | None
+    ) -> Deferred[StoredTask | None] | None:
+        """
+        What L{decide} answers at once for a decision this backend cannot
+        store, or L{None} to queue it.
+        """
+        return None
+
+    def _unreadable(self, *texts: str | None) -> bool:
+        """
+        Whether a read keyed on C{texts} is known to find nothing without
+        asking the database.
+        """
+        return False
+
+    def _batch_committed(self, events: list[StoreEvent]) -> None:
+        """
+        A batch committed and its Deferreds fired; C{events} are what it
+        stored, in its order. By default the listeners hear of them.
+        """
+        self._listeners.notify(events)
+
+    def _before_close(self) -> Deferred[None]:
+        """
+        At stop, once no work is pending: what to finish before the pool
+        connections are closed.
+        """
+        return succeed(None)
+
+    def _after_close(self) -> None:
+        """
+        At stop, once the pool connections are closed, before the pools
+        stop.
+        """
+
+    # Start and stop.
+
+    def _start_pools(self) -> None:
+        """
+        Start the writer pool (one thread) and the reader pool.
+        """
+        self._writer_pool = ThreadPool(1, 1, name="beacon-store-writer")
+        self._reader_pool = ThreadPool(
+            self._readers, self._readers, name="beacon-store-reader"
+        )
+        self._writer_pool.start()
+        self._reader_pool.start()
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Stop accepting work, then commit and answer every pending write,
+        close the connections and stop the thread pools.
+
+        @return: A L{Deferred} that fires when all of that is done.
+        """
+        cast(Callable[[], None], super().stopService)()
+        idle: Deferred[None] = Deferred()
+        self._idle_waiters.append(idle)
+        self._check_idle()
+        idle.addCallback(lambda _: self._shut_down())
+        return idle
+
+    def _shut_down(self) -> Deferred[None]:
+        """
+        Finish the backend's own work (L{_before_close}), then close every
+        connection on the (idle) writer thread, so that closing stays off the
+        reactor thread, then stop both pools.
+
+        @return: A L{Deferred} that fires when the pools have stopped (also
+            for a second stopService made while the first is closing).
+        """
+        if self._writer_pool is None or self._reader_pool is None:
+            return succeed(None)
+        closed: Deferred[None] = Deferred()
+        self._closed_waiters.append(closed)
+        if len(self._closed_waiters) == 1:
+            closing = self._before_close()
+            closing.addCallback(self._close_connections)
+            closing.addBoth(self._stop_pools)
+        return closed
+
+    def _close_connections(self, _: None) -> Deferred[None]:
+        """
+        Close every pool connection on the (idle) writer thread.
+        """
+        assert self._writer_pool is not None
+        return deferToThreadPool(self._reactor, self._writer_pool, self._close_all)
+
+    def _stop_pools(self, result: object) -> None:
+        """
+        Stop both (idle) pools once the connections are closed, and tell
+        whoever waits for the store to stop.
+        """
+        if isinstance(result, Failure):
+            self.log.failure(
+                "store.close_failed: closing the submission store"
+                f" {{{self._location_key}}} failed",
+                result,
+                **cast(dict[str, Any], {self._location_key: self._location}),
+            )
+        self._after_close()
+        # Both pools are idle, so joining their threads does not wait.
+        if self._writer_pool is not None:
+            self._writer_pool.stop()
+        if self._reader_pool is not None:
+            self._reader_pool.stop()
+        self._writer_pool = self._reader_pool = None
+        self.log.info(
+            f"store.closed: submission store {{{self._location_key}}}",
+            **{self._location_key: self._location},
+        )
+        waiters, self._closed_waiters = self._closed_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def _close_all(self) -> None:
+        """
+        Close every connection the pool threads opened; they are all idle.
+        """
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            self._close_connection(connection)
+        self._local = threading.local()
+
+    # ISubmissionStore.
+
+    def append(self, submission: Submission) -> Deferred[None]:
+        """
+        Queue C{submission} for the next batch.
+
+        @return: A L{Deferred} that fires with L{None} once the batch holding
+            C{submission} is committed, or fails with L{StoreError} (and
+            then there is no receipt; see the backend for when it is
+            unknown whether the batch was stored).
+        """
+        if not self.running:
+            return fail(StoreError("the submission store is not running"))
+        refused = self._refuse_submission(submission)
+        if refused is not None:
+            return refused
+        done: Deferred[None] = Deferred()
+        self._pending.append((submission, done))
+        self._flush()
+        return done
+
+    def decide(
+        self, receipt_id: str, state: str, at_ms: int, note: str | None
+    ) -> Deferred[StoredTask | None]:
+        """
+        Queue a review decision for the next batch.
+
+        @param state: L{STATE_COMPLETED} (accepted) or L{STATE_REJECTED}.
+        @param at_ms: When it was decided, in milliseconds since the epoch.
+        @param note: The reviewer's note, or L{None}.
+        @return: A L{Deferred} that fires once the batch holding the decision
+            is committed, with the task in its new state, or with L{None}
+            when no submission has that id. It fails with L{AlreadyDecided}
+            when the submission has a decision (made by this store or
+            another on the same database), with L{StoreError} when its batch
+            was not stored, and with L{ValueError} for any other C{state}.
+        """
+        try:
+            check_decision_state(state)
+        except ValueError:
+            return fail()
+        if not self.running:
+            return fail(StoreError("the submission store is not running"))
+        refused = self._refuse_decision(receipt_id, note)
+        if refused is not None:
+            return refused
+        done: Deferred[StoredTask | None] = Deferred()
+        self._pending.append((_Decision(receipt_id, state, at_ms, note), done))
+        self._flush()
+        return done
+
+    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
+        """
+        Call C{listener} on the reactor thread with a L{StoreEvent} for every
+        committed submission and decision, in commit order (see the backend
+        for which writes and when). Refused decisions (unknown id,
+        L{AlreadyDecided}) and failed batches make no event. A listener that
+        raises is logged (C{store.listener_failed}) and changes nothing else.
+
+        @return: A function that unsubscribes; calling it again does nothing.
+        """
+        return self._listeners.subscribe(listener)
+
+    def get(self, receipt_id: str) -> Deferred[StoredTask | None]:
+        """
+        Read submission C{receipt_id} and its decision, on a reader thread.
+
+        @return: A L{Deferred} that fires with the L{StoredTask}, or L{None}
+            when no submission has that id, or fails with L{StoreError}.
+        """
+        if self._unreadable(receipt_id):
+            return succeed(None)
+        return self._read(self._select_task, receipt_id)
+
+    def list_tasks(
+        self,
+        *,
+        limit: int,
+        state: str | None = None,
+        updated_after_ms: int | None = None,
+        context_id: str | None = None,
+        after: tuple[int, int] | None = None,
+    ) -> Deferred[TaskPage]:
+        """
+        Read one page of tasks on a reader thread, newest C{updated_at_ms}
+        first, then highest C{seq} first. The filters combine with AND; the
+        page and its C{total} come from one read transaction, so they agree.
+
+        @param limit: The page size (at least 1).
+        @param state: Only tasks in this TaskState.
+        @param updated_after_ms: Only tasks with C{updated_at_ms} at or after
+            this time.
+        @param context_id: Only the task with this contextId.
+        @param after: A previous page's C{next_after}: only tasks strictly
+            after C{(updated_at_ms, seq)} in this order.
+        @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
+            L{StoreError}, or with L{ValueError} if C{limit} is below 1.
+        """
+        try:
+            check_limit(limit)
+        except ValueError:
+            return fail()
+        if self._unreadable(state, context_id):
+            return succeed(TaskPage(tasks=[], total=0, next_after=None))
+        return self._read(
+            self._select_page, limit, state, updated_after_ms, context_id, after
+        )
+
+    def status(self, receipt_id: str) -> Deferred[TaskStatusRecord | None]:
+        """
+        Derive the status of submission C{receipt_id} from its decision.
+
+        @return: A L{Deferred} that fires with the L{TaskStatusRecord}, or
+            L{None} when no submission has that id, or fails with
+            L{StoreError}.
+        """
+        if self._unreadable(receipt_id):
+            return succeed(None)
+        return self._read(self._select_status, receipt_id)
+
+    # The read functions (on a reader thread, given its connection).
+
+    #: The backend's query for one task's L{TASK_COLUMNS}, and for its
+    #: status row (see L{_status}), each with one parameter: its id.
+    _SELECT_TASK: ClassVar[str]
+    _SELECT_STATUS: ClassVar[str]
+
+    def _select_task(self, connection: Any, receipt_id: str) -> StoredTask | None:
+        """
+        Everything about C{receipt_id}, in one query.
+        """
+        row = connection.execute(self._SELECT_TASK, (receipt_id,)).fetchone()
+        return None if row is None else _task(row)
+
+    def _select_status(
+        self, connection: Any, receipt_id: str
+    ) -> TaskStatusRecord | None:
+        """
+        The status of C{receipt_id}, in one query.
+        """
+        row = connection.execute(self._SELECT_STATUS, (receipt_id,)).fetchone()
+        return None if row is None else _status(row)
+
+    def _select_page(
+        self,
+        connection: Any,
+        limit: int,
+        state: str | None,
+        updated_after_ms: int | None,
+        context_id: str | None,
+        after: tuple[int, int] | None,
+    ) -> TaskPage:
+        """
+        One page of L{list_tasks} and its total, in one read transaction
+        (see L{_page_queries}).
+        """
+        raise NotImplementedError()
+
+    #: The backend's SQL dialect for L{_page_queries}: its parameter mark,
+    #: its always-true condition, what follows a subquery in C{FROM} (an
+    #: alias, if it needs one), and its condition for "strictly after
+    #: C{(updated_at_ms, seq)}" with its parameters for a cursor.
+    _MARK: ClassVar[str]
+    _TRUE: ClassVar[str]
+    _SUBQUERY_ALIAS: ClassVar[str]
+    _AFTER_CURSOR: ClassVar[str]
+
+    @staticmethod
+    def _after_params(after: tuple[int, int]) -> list[object]:
+        """
+        The parameters of L{_AFTER_CURSOR} for the cursor C{after}.
+        """
+        raise NotImplementedError()
+
+    def _page_queries(
+        self,
+        limit: int,
+        state: str | None,
+        updated_after_ms: int | None,
+        context_id: str | None,
+        after: tuple[int, int] | None,
+    ) -> tuple[str, list[object], str, list[object]]:
+        """
+        The queries of one page of L{list_tasks}: the count of every task
+        the filters keep, and the page itself (one row more than asked for
+        tells whether another page follows), each with its parameters.
+        """
+        mark = self._MARK
+        conditions: list[str] = []
+        params: list[object] = []
+        if state is not None:
+            conditions.append(f"state = {mark}")
+            params.append(state)
+        if updated_after_ms is not None:
+            conditions.append(f"updated_at_ms >= {mark}")
+            params.append(updated_after_ms)
+        if context_id is not None:
+            conditions.append(f"context_id = {mark}")
+            params.append(context_id)
+        filters = " AND ".join(conditions) or self._TRUE
+        page_filters, page_params = filters, list(params)
+        if after is not None:
+            # Strictly after the cursor in (updated_at_ms DESC, seq DESC).
+            page_filters += f" AND {self._AFTER_CURSOR}"
+            page_params += self._after_params(after)
+        keys = f"({TASK_KEYS}){self._SUBQUERY_ALIAS}"
+        count = f"SELECT COUNT(*) FROM {keys} WHERE {filters}"
+        page = f"""
+                WITH page AS (
+                    SELECT seq, updated_at_ms FROM {keys}
+                    WHERE {page_filters}
+                    ORDER BY updated_at_ms DESC, seq DESC
+                    LIMIT {mark}
+                )
+                SELECT {TASK_COLUMNS}
+                FROM page
+                JOIN submissions AS s ON s.seq = page.seq
+                LEFT JOIN events AS e ON e.submission_id = s.id
+                ORDER BY page.updated_at_ms DESC, page.seq DESC
+                """
+        return count, params, page, [*page_params, limit + 1]
+
+    # The reactor side of group commit.
+
+    def _flush(self) -> None:
+        """
+        If no batch is in flight, hand everything pending (up to
+        C{max_batch}) to the writer thread as one batch.
+        """
+        if self._writing:
+            return
+        if not self._pending:
+            self._check_idle()
+            return
+        assert self._writer_pool is not None
+        batch = [
+            self._pending.popleft()
+            for _ in range(min(self._max_batch, len(self._pending)))
+        ]
+        self._writing = True
+        written = deferToThreadPool(
+            self._reactor,
+            self._writer_pool,
+            self._write_batch,
+            [write for write, _ in batch],
+        )
+        written.addBoth(self._batch_written, batch)
+
+    def _batch_written(
+        self,
+        result: list[_Outcome] | Failure,
+        batch: list[tuple[_Write, Deferred[Any]]],
+    ) -> None:
+        """
+        Answer every write of a finished batch, hand what it stored to
+        L{_batch_committed}, then send the next batch.
+        """
+        events: list[StoreEvent] = []
+        if isinstance(result, Failure):
+            if isinstance(result.value, StoreError):
+                message = str(result.value)
+                self.log.warn(
+                    "store.batch_failed: a batch of {count} writes was not"
+                    " stored: {message}",
+                    count=len(batch),
+                    message=message,
+                )
+            else:
+                message = "the submission store failed unexpectedly"
+                self.log.failure(
+                    "store.batch_failed: writing a batch of {count} writes failed",
+                    result,
+                    count=len(batch),
+                )
+            for _, done in batch:
+                error = StoreError(message)
+                error.__cause__ = result.value
+                done.errback(error)
+        else:
+            self.transactions += 1
+            for (write, done), outcome in zip(batch, result):
+                if isinstance(write, Submission):
+                    done.callback(None)
+                    events.append(StoreEvent("submitted", write.id))
+                elif isinstance(outcome, AlreadyDecided):
+                    done.errback(outcome)
+                else:
+                    done.callback(outcome)
+                    if outcome is not None:
+                        events.append(StoreEvent("decided", write.receipt_id))
+            # Writes made by the callbacks above (or the listeners) have
+            # queued behind this batch; they go together, in the next one.
+            self._batch_committed(events)
+        self._writing = False
+        self._flush()
+
+    # The read path.
+
+    def _read(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
+        """
+        Run C{f(connection, *args)} on a reader thread.
+        """
+        if not self.running or self._reader_pool is None:
+            return fail(StoreError("the submission store is not running"))
+        return self._counted(
+            deferToThreadPool(
+                self._reactor, self._reader_pool, self._on_reader, f, *args
+            )
+        )
+
+    def _counted(self, work: Deferred[_T]) -> Deferred[_T]:
+        """
+        Count C{work} in flight until it fires, so that stopService waits
+        for it before closing the connections.
+        """
+        self._working += 1
+
+        def finished(result: _T) -> _T:
+            self._working -= 1
+            self._check_idle()
+            return result
+
+        return work.addBoth(finished)
+
+    def _check_idle(self) -> None:
+        """
+        Fire stopService's waiters once the store is stopped and no write or
+        read is pending or in flight.
+        """
+        if self.running or self._writing or self._pending or self._working:
+            return
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
