@@ -1,8 +1,11 @@
 """
-Nothing acknowledged is lost: several clients submit continuously to a real
-`twistd beacon` while it is killed (SIGKILL, at several points of the load)
-or stopped (SIGTERM, which must drain); after a restart every receipt any
-client received answers GetTask, and SQLite's integrity check passes.
+Faults and floods against a real `twistd beacon`. Nothing acknowledged is
+lost: several clients submit continuously while it is killed (SIGKILL, at
+several points of the load) or stopped (SIGTERM, which must drain); after a
+restart every receipt any client received answers, and SQLite's integrity
+check passes. A full disk refuses submissions without receipts and Beacon
+recovers; slow headers are cut off; a flood of maximum-size bodies keeps
+memory bounded.
 
 End to end on loopback; every wait is bounded, every process stopped.
 """
@@ -219,3 +222,64 @@ def test_memory_stays_bounded_under_a_flood_of_maximum_size_requests(launcher: B
     assert set(statuses) <= {201, 413, 0}
     assert statuses.count(413) + statuses.count(0) == 200
     assert (after - before) / 1024 < FLOOD_RSS_BOUND_MIB
+
+
+def test_full_disk_refuses_without_receipt_and_recovers(tmp_path: Path) -> None:
+    """With the data directory's disk full, submissions get 503 and no receipt, reads keep working, and Beacon recovers when space returns."""
+    import os
+    import re
+    import shlex
+    import shutil
+    import subprocess
+
+    from peers.process import LISTENING, TwistdProcess
+
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("nsenter")):
+        pytest.skip("needs root, unshare and nsenter to mount a small private tmpfs")
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def in_private_tmpfs(argv: list[str]) -> list[str]:
+        mount = f"mount -t tmpfs -o size=4m,mode=0700 beacon-test {shlex.quote(str(data))}"
+        return ["unshare", "-m", "sh", "-c", f"{mount} && exec {shlex.join(argv)}"]
+
+    (tmp_path / "c.toml").write_text("[limits]\nrate = 0\n")
+    process = TwistdProcess(
+        ["--data", str(data), "--http", "tcp:0:interface=127.0.0.1", "--config", str(tmp_path / "c.toml")],
+        tmp_path,
+        wrap=in_private_tmpfs,
+    )
+    try:
+        port = int(process.wait_for(LISTENING, 20).group(2))
+
+        def submit(text: str) -> tuple[int, dict[str, Any]]:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+            try:
+                connection.request(
+                    "POST", "/beacon/0.1/submissions", json.dumps({"text": text}), {"Content-Type": "application/json"}
+                )
+                response = connection.getresponse()
+                return response.status, json.loads(response.read())
+            finally:
+                connection.close()
+
+        def in_namespace(*command: str) -> None:
+            subprocess.run(["nsenter", "-t", str(process.pid), "-m", *command], check=False, capture_output=True, timeout=TIMEOUT)
+
+        status, before = submit("before the disk filled")
+        assert status == 201
+        filler = str(data / "filler")
+        in_namespace("dd", "if=/dev/zero", f"of={filler}", "bs=64k")
+        for n in range(3):
+            status, answer = submit(f"while full {n} " + "x" * 3000)
+            assert status == 503
+            assert answer["error"]["code"] == "unavailable"
+            assert "receipt" not in answer
+        assert status_of(port, before["receipt"]["id"]) == 200
+        in_namespace("rm", "-f", filler)
+        status, after = submit("after space returned")
+        assert status == 201
+        assert status_of(port, after["receipt"]["id"]) == 200
+        assert re.search(r"intake\.store_failed: .*disk is full", process.output)
+    finally:
+        process.close()

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 #: The twistd script of the interpreter running the tests (the venv's).
@@ -59,14 +59,24 @@ class TwistdProcess:
     One C{twistd -n --logfile=- beacon ...} process and its collected output.
     """
 
-    def __init__(self, args: Sequence[str], cwd: Path) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        cwd: Path,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
         """
         Start the process.
 
         @param args: The arguments after C{beacon}.
         @param cwd: Its working directory (C{twistd.pid} lands there).
+        @param wrap: Turns the twistd command line into the one to run (for
+            example, inside a mount namespace); it must exec twistd, so that
+            the pid stays twistd's.
         """
         self.args = [str(TWISTD), "-n", "--logfile=-", "beacon", *args]
+        if wrap is not None:
+            self.args = wrap(self.args)
         self.cwd = cwd
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._lines: list[str] = []
