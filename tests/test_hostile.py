@@ -152,3 +152,45 @@ def test_sizes_around_and_far_over_the_cap(size: int) -> None:
         assert status == 413
         assert json.loads(answer)["error"]["code"] == "too_large"
     door.check_store()
+
+
+WS_SPECIFIED = SPECIFIED_RPC | {-31413, -31429, -32603}
+
+
+@HOSTILE
+@given(
+    payloads=st.lists(
+        st.one_of(
+            st.binary(max_size=512).map(lambda b: (0x2, b)),
+            st.text(max_size=512).map(lambda t: (0x1, t.encode("utf-8"))),
+            json_values.map(lambda v: (0x1, json.dumps(v).encode())),
+            st.fixed_dictionaries(
+                {"jsonrpc": st.just("2.0"), "id": st.integers(0, 9), "method": st.sampled_from(sorted(METHODS)), "params": json_values}
+            ).map(lambda v: (0x1, json.dumps(v).encode())),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_arbitrary_websocket_frames(payloads: list[tuple[int, bytes]]) -> None:
+    """Any text or binary frames get only specified answers, and the connection stays open for the next request."""
+    from test_websocket import VERSION, Server, frame
+
+    server = Server()
+    connection = server.open(VERSION)
+    assert connection.client.status == 101
+    for opcode, payload in payloads:
+        connection.write(frame(opcode, payload))
+    for answer in connection.responses():
+        assert answer.get("jsonrpc") == "2.0"
+        if "error" in answer:
+            assert answer["error"]["code"] in WS_SPECIFIED, answer
+            assert answer["error"]["data"][0]["@type"].endswith("ErrorInfo")
+        else:
+            assert "result" in answer
+    assert connection.closes() == []
+    probe = {"jsonrpc": "2.0", "id": "probe", "method": "ListTasks", "params": {}}
+    connection.write(frame(0x1, json.dumps(probe).encode()))
+    assert [a["id"] for a in connection.responses()] == ["probe"]
+    for submission in server.store.submissions.values():
+        assert set(json.loads(submission.content)) in ({"text"}, {"message"})
