@@ -283,3 +283,52 @@ def test_full_disk_refuses_without_receipt_and_recovers(tmp_path: Path) -> None:
         assert re.search(r"intake\.store_failed: .*disk is full", process.output)
     finally:
         process.close()
+
+
+def test_a_flooding_source_is_refused_while_another_is_served(launcher: BeaconLauncher) -> None:
+    """One source flooding gets 429s while a second source (127.0.0.2) is still served, each request answered well within a second."""
+    config = launcher.cwd / "flood.toml"
+    config.write_text("[limits]\nrate = 5\nburst = 5\n")
+    beacon = launcher.start("--config", str(config))
+    stop = threading.Event()
+    flood_statuses: list[int] = []
+
+    def flood() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", beacon.port, timeout=TIMEOUT)
+        try:
+            while not stop.is_set():
+                connection.request("POST", "/a2a/v1", b"{}", {"A2A-Version": "1.0"})
+                response = connection.getresponse()
+                response.read()
+                flood_statuses.append(response.status)
+        finally:
+            connection.close()
+
+    flooders = [threading.Thread(target=flood) for _ in range(3)]
+    for thread in flooders:
+        thread.start()
+    quiet_times: list[float] = []
+    try:
+        time.sleep(0.3)
+        for n in range(5):
+            connection = http.client.HTTPConnection(
+                "127.0.0.1", beacon.port, timeout=TIMEOUT, source_address=("127.0.0.2", 0)
+            )
+            started = time.monotonic()
+            connection.request(
+                "POST", "/beacon/0.1/submissions", json.dumps({"text": f"quiet {n}"}), {"Content-Type": "application/json"}
+            )
+            response = connection.getresponse()
+            response.read()
+            quiet_times.append(time.monotonic() - started)
+            connection.close()
+            assert response.status == 201
+    finally:
+        stop.set()
+        for thread in flooders:
+            thread.join(TIMEOUT + 5)
+    assert flood_statuses.count(429) > 10 * flood_statuses.count(200)
+    assert max(quiet_times) < 1.0
+    # Logged once per run of refusals (a refilled token ends a run), never
+    # once per refused request.
+    assert 1 <= beacon.log.count("http.rate_limited") <= flood_statuses.count(200) + 1
