@@ -320,11 +320,12 @@ def build_config(
         limits = replace(limits, burst=_typed("limits", "burst", limit_values["burst"], int))
     for key in ("max_connections", "max_connections_per_source"):
         if key in limit_values:
-            limits = replace(limits, **{key: _typed("limits", key, limit_values[key], int)})
+            count: int = _typed("limits", key, limit_values[key], int)
+            limits = replace(limits, **{key: count})  # type: ignore[arg-type]
     for key in ("idle_timeout", "header_timeout", "body_timeout"):
         if key in limit_values:
             seconds = _typed("limits", key, limit_values[key], (int, float))
-            limits = replace(limits, **{key: float(seconds)})
+            limits = replace(limits, **{key: float(seconds)})  # type: ignore[arg-type]
     if "trusted_proxies" in limit_values:
         limits = replace(limits, trusted_proxies=_networks(limit_values["trusted_proxies"]))
 

@@ -18,8 +18,7 @@ from twisted.application.service import MultiService, Service
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.interfaces import IListeningPort, IReactorCore, IReactorTime
-from twisted.internet.protocol import Factory
+from twisted.internet.interfaces import IProtocolFactory, IListeningPort, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -102,7 +101,7 @@ class Listeners(Service):
         self,
         reactor: Any,
         descriptions: tuple[str, ...],
-        factory: Factory,
+        factory: IProtocolFactory,
         name: str,
         on_bound: Callable[[list[IListeningPort]], None] | None = None,
     ) -> None:
@@ -438,7 +437,7 @@ class _Announce(Service):
         )
 
 
-def makeService(config: Config, reactor: IReactorCore) -> MultiService:
+def makeService(config: Config, reactor: Any) -> MultiService:
     """
     Wire Beacon's service tree: the store, then the public HTTP listeners,
     the WebSocket binding's factory (served at C{/a2a/ws} on them) and its

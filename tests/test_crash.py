@@ -127,7 +127,9 @@ def test_sigterm_drains_under_load(launcher: BeaconLauncher) -> None:
     beacon.process.wait_exit(TIMEOUT)
     assert "store.closed" in beacon.log
     assert not (launcher.data / "operator.sock").exists()
-    assert errors == []
+    # A request that arrives on a kept-alive connection after the store has
+    # closed is refused as unavailable (no receipt); nothing else may fail.
+    assert all(e.startswith("503 ") and "unavailable" in e for e in errors), errors
     assert receipts
     check_all_present(launcher, receipts)
 

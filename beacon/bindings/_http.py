@@ -148,6 +148,7 @@ class LimitedRequest(server.Request):
             self.content = BytesIO()
             self._refuse_too_large()
             return
+        assert self.content is not None
         self.content.write(data)
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
@@ -180,6 +181,7 @@ class LimitedRequest(server.Request):
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
         channel = self.channel
+        assert channel.transport is not None
         channel.transport.write(
             b"HTTP/1.1 " + status + b"\r\n"
             b"Content-Type: application/json\r\n"
@@ -271,7 +273,7 @@ class BeaconSite(server.Site):
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
 
-    def log(self, request: server.Request) -> None:
+    def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
         if self.access_log:
             super().log(request)
@@ -380,7 +382,8 @@ class _MethodsResource(Resource):
                 {b"Allow": b", ".join(self.allowed)},
             )
         else:
-            return super().render(request)
+            rendered: bytes | int = super().render(request)
+            return rendered
         return b"" if request.method == b"HEAD" else answer
 
 
@@ -503,6 +506,7 @@ class TransportLimits:
                 {b"WWW-Authenticate": self.auth.challenge().encode("ascii")},
             )
         content = request.content
+        assert content is not None
         size = content.seek(0, 2)
         content.seek(0)
         if size > self.max_body:
@@ -570,6 +574,7 @@ class JSONRPCResource(_MethodsResource):
                 return refusal
         else:
             source = self._source(request) if self._source else "local"
+        assert request.content is not None
         body = request.content.read()
         version = _header(request, b"A2A-Version")
         if not (version or "").strip():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
@@ -126,7 +126,7 @@ class SourceResolver:
     def _is_trusted(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         return any(address in network for network in self._trusted)
 
-    def resolve(self, peer: IAddress, forwarded_for: list[bytes] | None) -> str:
+    def resolve(self, peer: IAddress, forwarded_for: Sequence[bytes] | None) -> str:
         """
         @param peer: The transport's peer address.
         @param forwarded_for: The raw X-Forwarded-For header values, if any.

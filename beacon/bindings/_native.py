@@ -140,6 +140,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
             return _refuse(
                 request, 415, "unsupported_media_type", "send Content-Type: application/json"
             )
+        assert request.content is not None
         try:
             document = loads(request.content.read())
         except JSONParseError:
@@ -152,7 +153,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
             return 201, dumps({"receipt": receipt}), {b"Location": location}
 
         def refused(reason: Failure) -> tuple[int, bytes, dict[bytes, bytes]]:
-            if reason.check(InvalidParamsError):
+            if isinstance(reason.value, InvalidParamsError):
                 error = reason.value
                 where = "; ".join(
                     f"{field or '(body)'}: {description}"

@@ -49,6 +49,7 @@ from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IListeningPort, ITransport
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
+from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
@@ -113,7 +114,7 @@ class _PeerCheckedProtocol(ProtocolWrapper):
         if not self.denied:
             super().dataReceived(data)
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure | None = None) -> None:  # type: ignore[override]
         if self.denied:
             # Never registered with the factory, never connected onwards.
             return
@@ -291,7 +292,9 @@ class OperatorSocket(Service):
         # reactor.adoptStreamPort would chmod the socket to Port's default
         # 0666 and name it by its staging path; a Port built for the final
         # path with mode 0600 that takes over the bound socket does neither.
-        port = _KeptPathPort(self.path, self._factory, 128, 0o600, self._reactor)
+        port = _KeptPathPort(
+            self.path, self._factory, 128, 0o600, self._reactor  # type: ignore[arg-type]
+        )
         port._preexistingSocket = listener
         try:
             port.startListening()
@@ -344,6 +347,9 @@ class BearerGate(Resource):
     def getChildWithDefault(self, path: bytes, request: server.Request) -> IResource:
         if not self._authorized(request):
             return _Unauthorized()
+        # Traversal moved C{path} onto prepath; put it back, so that the
+        # guarded resource sees the request as if the gate were not there.
+        assert request.prepath is not None and request.postpath is not None
         request.prepath.pop()
         request.postpath.insert(0, path)
         return self._resource

@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Mapping, cast
 
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
@@ -87,7 +87,6 @@ from beacon.protocol import (
     A2AError,
     CallContext,
     Dispatcher,
-    InternalError,
     InvalidRequestError,
     IStreamSink,
     JSONParseError,

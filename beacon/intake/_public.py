@@ -133,7 +133,7 @@ class PublicPolicy(NoPushNoExtendedCard):
             )
             return submission
 
-        def failed(reason: Any) -> None:
+        def failed(reason: Any) -> Submission:
             reason.trap(StoreError)
             self.log.error(
                 "intake.store_failed: a submission via {door} was not stored: {error}",

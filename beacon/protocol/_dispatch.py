@@ -265,7 +265,8 @@ class Dispatcher:
             return success(request.id, value)
 
         def refused(reason: Failure) -> dict[str, Any] | None:
-            if reason.check(A2AError):
+            error: A2AError
+            if isinstance(reason.value, A2AError):
                 error = reason.value
             else:
                 self.log.failure(
