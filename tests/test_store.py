@@ -1031,6 +1031,32 @@ async def test_one_decision_enforced_by_database(
     assert version == SCHEMA_VERSION
 
 
+async def assert_one_decision_wins(one: Any, two: Any) -> None:
+    """
+    Two stores on one database decide submissions 0..4 at once, one
+    accepting and one rejecting each: exactly one decision wins per task,
+    the other gets AlreadyDecided, and both stores read the winner.
+    """
+    attempts = []
+    for n in range(5):
+        id_ = submission(n).id
+        attempts.append(one.decide(id_, STATE_COMPLETED, DECIDED_AT, "one"))
+        attempts.append(two.decide(id_, STATE_REJECTED, DECIDED_AT, "two"))
+    outcomes: list[StoredTask | Exception] = []
+    for attempt in attempts:
+        try:
+            outcomes.append(await attempt)
+        except AlreadyDecided as e:
+            outcomes.append(e)
+    for n in range(5):
+        pair = outcomes[2 * n : 2 * n + 2]
+        winners = [o for o in pair if isinstance(o, StoredTask)]
+        assert len(winners) == 1, pair
+        assert sum(isinstance(o, AlreadyDecided) for o in pair) == 1
+        assert await one.get(submission(n).id) == winners[0]
+        assert await two.get(submission(n).id) == winners[0]
+
+
 @pytest_twisted.ensureDeferred
 async def test_two_stores_decide_at_once(db: Path) -> None:
     """
@@ -1042,24 +1068,7 @@ async def test_two_stores_decide_at_once(db: Path) -> None:
     try:
         for n in range(5):
             await one.append(submission(n))
-        attempts = []
-        for n in range(5):
-            id_ = submission(n).id
-            attempts.append(one.decide(id_, STATE_COMPLETED, DECIDED_AT, "one"))
-            attempts.append(two.decide(id_, STATE_REJECTED, DECIDED_AT, "two"))
-        outcomes: list[StoredTask | Exception] = []
-        for attempt in attempts:
-            try:
-                outcomes.append(await attempt)
-            except AlreadyDecided as e:
-                outcomes.append(e)
-        for n in range(5):
-            pair = outcomes[2 * n : 2 * n + 2]
-            winners = [o for o in pair if isinstance(o, StoredTask)]
-            assert len(winners) == 1, pair
-            assert sum(isinstance(o, AlreadyDecided) for o in pair) == 1
-            assert await one.get(submission(n).id) == winners[0]
-            assert await two.get(submission(n).id) == winners[0]
+        await assert_one_decision_wins(one, two)
     finally:
         await one.stopService()
         await two.stopService()

@@ -34,7 +34,16 @@ from peers.postgres import (  # noqa: F401 (fixtures)
     postgresql,
     wait_until_ready,
 )
-from test_store import DECIDED_AT, T0, Heard, all_pages, ids, newest_first, submission
+from test_store import (
+    DECIDED_AT,
+    T0,
+    Heard,
+    all_pages,
+    assert_one_decision_wins,
+    ids,
+    newest_first,
+    submission,
+)
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorFromThreads
@@ -48,7 +57,6 @@ from beacon.store import (
     STATE_SUBMITTED,
     AlreadyDecided,
     PostgreSQLStore,
-    StoredTask,
     StoreError,
     StoreEvent,
     _postgres,
@@ -453,24 +461,7 @@ async def test_two_instances_decide_at_once(stores: Any) -> None:
     one, two = stores(), stores()
     for n in range(5):
         await one.append(submission(n))
-    attempts = []
-    for n in range(5):
-        id_ = submission(n).id
-        attempts.append(one.decide(id_, STATE_COMPLETED, DECIDED_AT, "one"))
-        attempts.append(two.decide(id_, STATE_REJECTED, DECIDED_AT, "two"))
-    outcomes: list[StoredTask | Exception] = []
-    for attempt in attempts:
-        try:
-            outcomes.append(await attempt)
-        except AlreadyDecided as e:
-            outcomes.append(e)
-    for n in range(5):
-        pair = outcomes[2 * n : 2 * n + 2]
-        winners = [o for o in pair if isinstance(o, StoredTask)]
-        assert len(winners) == 1, pair
-        assert sum(isinstance(o, AlreadyDecided) for o in pair) == 1
-        assert await one.get(submission(n).id) == winners[0]
-        assert await two.get(submission(n).id) == winners[0]
+    await assert_one_decision_wins(one, two)
 
 
 @pytest_twisted.ensureDeferred
