@@ -169,6 +169,25 @@ def test_send_message_over_http(beacon: Beacon) -> None:
     assert stored.source == "127.0.0.1"
 
 
+def test_json_responses_carry_their_length(beacon: Beacon) -> None:
+    """A JSON-RPC response is sent with Content-Length, in one piece, not chunked."""
+    body = json.dumps(send_message()).encode()
+    channel, transport = connect(beacon)
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    head, _, answer = transport.value().partition(b"\r\n\r\n")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+    }
+    assert b"transfer-encoding" not in headers
+    assert int(headers[b"content-length"]) == len(answer)
+    assert json.loads(answer)["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    channel.connectionLost(None)
+
+
 def test_version_from_query_parameter(beacon: Beacon) -> None:
     """A2A-Version may come as a query parameter when the header is absent."""
     response, body = beacon.post(

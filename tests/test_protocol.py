@@ -243,6 +243,8 @@ UNPARSABLE = {
     "UTF-16 body": '{"jsonrpc":"2.0","id":1,"method":"GetTask"}'.encode("utf-16"),
     "lone high surrogate escape": ENVELOPE_PREFIX + b'{"id":"\\ud800"}}',
     "lone low surrogate escape in a key": ENVELOPE_PREFIX + b'{"\\udc00":1}}',
+    "lone surrogate after a valid pair": ENVELOPE_PREFIX + b'{"id":"\\ud83d\\ude00\\udbff"}}',
+    "lone surrogate in upper case, deep": ENVELOPE_PREFIX + b'{"id":"t","metadata":{"a":[["\\uDABC"]]}}}',
     "NaN": ENVELOPE_PREFIX + b'{"historyLength":NaN}}',
     "Infinity": ENVELOPE_PREFIX + b'{"historyLength":Infinity}}',
     "-Infinity": ENVELOPE_PREFIX + b'{"historyLength":-Infinity}}',
@@ -278,6 +280,13 @@ def test_surrogate_pair_escapes_are_json(harness: Harness) -> None:
     response = harness.dispatch(ENVELOPE_PREFIX + b'{"id":"\\ud83d\\ude00"}}')
     assert response["result"] == {"handled": "get_task"}
     assert harness.handler.calls[0][2].id == "\N{GRINNING FACE}"
+
+
+def test_escaped_backslash_before_u_is_not_a_surrogate(harness: Harness) -> None:
+    """C{\\\\ud800} is a backslash followed by the letters ud800: ordinary JSON."""
+    response = harness.dispatch(ENVELOPE_PREFIX + b'{"id":"\\\\ud800"}}')
+    assert response["result"] == {"handled": "get_task"}
+    assert harness.handler.calls[0][2].id == "\\ud800"
 
 
 # Envelopes: -32600.

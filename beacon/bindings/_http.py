@@ -612,8 +612,11 @@ class JSONRPCResource(_MethodsResource):
             if response is None:
                 request.setResponseCode(http.NO_CONTENT)
             else:
+                body = dumps(response)
                 request.setHeader(b"Content-Type", JSON_TYPE)
-                request.write(dumps(response))
+                # A known length: one write, no chunked framing.
+                request.setHeader(b"Content-Length", b"%d" % len(body))
+                request.write(body)
             request.finish()
 
         self._dispatcher.dispatch(body, context).addCallback(respond).addErrback(

@@ -138,8 +138,10 @@ class SourceResolver:
             return "unix"
         else:
             return "unknown"
+        if not self._trusted:
+            return source
         address = _ip(source)
-        if address is None or not self._trusted or not self._is_trusted(address):
+        if address is None or not self._is_trusted(address):
             return source
         hops: list[str] = []
         for value in forwarded_for or ():

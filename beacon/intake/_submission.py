@@ -73,9 +73,12 @@ def canonical_content(document: dict[str, Any]) -> bytes:
     The canonical bytes of a stored content document (see the module
     docstring).
     """
-    return json.dumps(
-        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    return _canonical_encoder.encode(document).encode("utf-8")
+
+
+_canonical_encoder = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False
+)
 
 
 @dataclass(frozen=True)

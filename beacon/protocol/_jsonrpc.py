@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,13 +100,21 @@ def loads(body: bytes) -> Any:
     """
     try:
         text = body.decode("utf-8")
-        # json.loads accepts lone surrogate escapes; they cannot be stored as
-        # UTF-8, so refuse them here rather than fail later.
         value = _decoder.decode(text)
-        _check_encodable(value)
+        # json.loads accepts lone surrogate escapes; they cannot be stored as
+        # UTF-8, so refuse them here rather than fail later. The strict UTF-8
+        # decoding above refuses raw surrogates, so only a document with a
+        # surrogate escape needs the walk.
+        if _SURROGATE_ESCAPE.search(text) is not None:
+            _check_encodable(value)
         return value
     except (ValueError, RecursionError, UnicodeError):
         raise JSONParseError() from None
+
+
+#: A JSON escape of a UTF-16 surrogate (paired or not), the only way a
+#: surrogate gets into a decoded document.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
 def _check_encodable(value: Any) -> None:
@@ -126,9 +135,10 @@ def dumps(value: Any) -> bytes:
     """
     Serialise C{value} as compact UTF-8 JSON.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8"
-    )
+    return _encoder.encode(value).encode("utf-8")
+
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _read_id(envelope: dict[str, Any]) -> RequestId:

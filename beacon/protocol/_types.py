@@ -11,6 +11,7 @@ its path (never by its value: nothing submitted is echoed).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -183,7 +184,10 @@ class GetExtendedAgentCardRequest:
     tenant: str = ""
 
 
+@functools.cache
 def _snake(name: str) -> str:
+    # Called with the field names of this module only (a fixed set), so the
+    # cache stays small.
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
@@ -353,8 +357,14 @@ def format_timestamp(epoch_ms: int) -> str:
     resolution, for example C{2026-11-30T04:29:55.123Z}.
     """
     seconds, millis = divmod(epoch_ms, 1000)
-    moment = datetime.fromtimestamp(seconds, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    return f"{_format_second(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _format_second(seconds: int) -> str:
+    # Receipts and status reads under load fall in a few seconds: each is
+    # formatted once.
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 _PART_MEMBERS = ("text", "raw", "url", "data")
