@@ -911,6 +911,29 @@ async def test_group_commit(sqlite_store: SQLiteStore) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_large_mixed_batch_is_stored_row_for_row(sqlite_store: SQLiteStore) -> None:
+    """
+    A batch of 80 submissions with a decision in the middle (several
+    multi-row INSERTs around it) stores every submission exactly, in order,
+    and the decision, in one transaction.
+    """
+    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    batch = [sqlite_store.append(submission(n)) for n in range(1, 41)]
+    decided = sqlite_store.decide(submission(0).id, STATE_REJECTED, DECIDED_AT, "no")
+    batch += [sqlite_store.append(submission(n)) for n in range(41, 81)]
+    await alone
+    await gatherResults(batch)
+    task = await decided
+    assert task is not None and task.state == STATE_REJECTED
+    assert sqlite_store.transactions == 2
+    for n in range(1, 81):
+        stored = await sqlite_store.get(submission(n).id)
+        assert stored is not None and stored.submission == submission(n)
+    page = await sqlite_store.list_tasks(limit=100, state=STATE_SUBMITTED)
+    assert [t.submission.id for t in page.tasks] == [submission(n).id for n in range(80, 0, -1)]
+
+
+@pytest_twisted.ensureDeferred
 async def test_max_batch(db: Path) -> None:
     """
     No transaction holds more than max_batch submissions: the first append
