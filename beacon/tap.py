@@ -9,6 +9,7 @@ from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
+from beacon.logs import use_fast_text_log
 from beacon.service import StartupError
 from beacon.store import StoreError
 
@@ -93,6 +94,9 @@ class Options(usage.Options):
         _check_endpoints(config.http)
         _check_endpoints(config.ws, "--ws")
         self.config = config
+        # twistd's log file, in twistd's format, written faster (see
+        # beacon.logs); --logger and --syslog still win.
+        use_fast_text_log(getattr(self, "parent", None))
 
 
 def _check_endpoints(descriptions: tuple[str, ...], option: str = "--http") -> None:

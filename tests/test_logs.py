@@ -1,0 +1,194 @@
+"""
+beacon.logs: Twisted's classic text log format, the same text faster, and
+how C{twistd beacon} takes it up.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.logger import (
+    FileLogObserver,
+    Logger,
+    LogLevel,
+    formatEventAsClassicLogText,
+)
+from twisted.scripts._twistd_unix import ServerOptions
+
+from beacon import logs
+from beacon.logs import format_classic_text, text_file_observer, use_fast_text_log
+
+T0 = 1_764_480_000.0  # 2025-11-30T05:20:00Z
+
+
+def events_of(emit: Any) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    emit(Logger(namespace="beacon.test", observer=events.append))
+    return events
+
+
+def test_the_stored_event_reads_as_twisted_writes_it() -> None:
+    """Beacon's busiest event comes out byte for byte as Twisted's formatter writes it."""
+    (event,) = events_of(
+        lambda log: log.info(
+            "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}",
+            receipt="abc",
+            size=12,
+            kind="text",
+            door="jsonrpc",
+        )
+    )
+    assert format_classic_text(event) == formatEventAsClassicLogText(event)
+    assert "[beacon.test#info] intake.stored: receipt abc (12 bytes, text) via jsonrpc\n" in (
+        format_classic_text(event) or ""
+    )
+
+
+def _failing() -> None:
+    raise ValueError("boom")
+
+
+def unusual(log: Logger) -> None:
+    log.warn("two\nlines {x!r} {y:>5} {z[0]} {w.real}", x="q", y=3, z=[1], w=2)
+    log.info("call syntax {f()}", f=lambda: "called")
+    log.info("positional {0}")
+    log.info("missing {nothing}")
+    log.info("")
+    log.info("{empty}", empty="")
+    log.info("braces {{literal}} {a}", a=1)
+    log.emit(LogLevel.error, "own system {a}", log_system="the-system", a=1)
+    log.emit(LogLevel.info, "bytes format", log_format=b"bytes {a}", a=1)
+    try:
+        _failing()
+    except ValueError:
+        log.failure("failed {a}", a=1)
+
+
+def test_unusual_events_read_as_twisted_writes_them() -> None:
+    """Call syntax, bad formats, empty text, a system, bytes and tracebacks: all as Twisted writes them."""
+    for event in events_of(unusual):
+        assert format_classic_text(event) == formatEventAsClassicLogText(event), event
+
+
+def test_events_without_a_usable_time_read_as_twisted_writes_them() -> None:
+    """No time, an integer time, a non-finite time: Twisted's own handling."""
+    for when in (None, int(T0)):
+        event = {"log_format": "x {a}", "a": 1, "log_time": when, "log_level": LogLevel.info}
+        assert format_classic_text(event) == formatEventAsClassicLogText(event)
+    event = {"log_format": "x", "log_time": float("nan"), "log_level": LogLevel.info}
+    with pytest.raises(ValueError):
+        formatEventAsClassicLogText(event)
+    with pytest.raises(ValueError):
+        format_classic_text(event)
+
+
+def test_the_second_is_formatted_again_when_it_changes() -> None:
+    """The cached second never leaks into the next one, forwards or backwards."""
+    for when in (T0 + 0.1, T0 + 0.999, T0 + 1.0, T0 + 1.5, T0 - 0.5, T0 + 3600.25):
+        event = {"log_format": "tick", "log_time": when, "log_level": LogLevel.info}
+        assert format_classic_text(event) == formatEventAsClassicLogText(event)
+
+
+_names = st.sampled_from(["a", "b", "receipt", "size"])
+_values = st.one_of(
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+)
+_fields = st.tuples(
+    _names,
+    st.sampled_from(["", "!r", "!s", "!a"]),
+    st.sampled_from(["", ":>6", ":<3", ":^4"]),
+).map(lambda f: "{" + f[0] + f[1] + f[2] + "}")
+_literals = st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.one_of(_literals, _fields), max_size=6),
+    values=st.dictionaries(_names, _values),
+    when=st.floats(min_value=0, max_value=4e9),
+    system=st.one_of(st.none(), st.text(max_size=8)),
+    level=st.sampled_from(list(LogLevel.iterconstants())),
+)
+def test_any_ordinary_event_reads_as_twisted_writes_it(
+    parts: list[str], values: dict[str, Any], when: float, system: str | None, level: Any
+) -> None:
+    """Over generated formats, values, times, systems and levels, the text is Twisted's."""
+    event: dict[str, Any] = dict(values)
+    event.update(
+        log_format="".join(parts),
+        log_time=when,
+        log_level=level,
+        log_namespace="beacon.generated",
+    )
+    if system is not None:
+        event["log_system"] = system
+    assert format_classic_text(event) == formatEventAsClassicLogText(event)
+
+
+def test_text_file_observer_writes_lines() -> None:
+    """The observer writes (and flushes) one line per event."""
+    out = io.StringIO()
+    observer = text_file_observer(out)
+    for event in events_of(lambda log: (log.info("one {a}", a=1), log.info("two"))):
+        observer(event)
+    lines = out.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["one 1", "two"]
+
+
+def twistd_options(*argv: str) -> ServerOptions:
+    options = ServerOptions()
+    options.parseOptions([*argv, "beacon", "--http", "tcp:0:interface=127.0.0.1", "--operator", ""])
+    return options
+
+
+@pytest.fixture(autouse=True)
+def _forget_twistd_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "_twistd_options", None)
+
+
+def test_twistd_beacon_logs_through_the_fast_formatter(tmp_path: Any) -> None:
+    """twistd -n beacon, to its log file: twistd's own observer with the fast formatter."""
+    path = tmp_path / "twistd.log"
+    options = twistd_options("-n", "--logfile", str(path))
+    assert options["logger"] is logs.twistd_observer
+    observer = options["logger"]()
+    assert isinstance(observer, FileLogObserver)
+    assert observer.formatEvent is format_classic_text
+    (event,) = events_of(lambda log: log.info("hello {who}", who="file"))
+    observer(event)
+    assert path.read_text() == formatEventAsClassicLogText(event)
+
+
+def test_twistd_beacon_keeps_standard_output_with_n() -> None:
+    """With -n and no --logfile, twistd's choice stands: standard output."""
+    import sys
+
+    observer = twistd_options("-n")["logger"]()
+    assert isinstance(observer, FileLogObserver)
+    assert observer._outFile is sys.stdout  # type: ignore[attr-defined]
+
+
+def test_an_explicit_logger_or_syslog_wins() -> None:
+    """--logger and --syslog are the operator's: Beacon leaves them alone."""
+    explicit = twistd_options("-n", "--logger", "twisted.logger.globalLogPublisher")
+    from twisted.logger import globalLogPublisher
+
+    assert explicit["logger"] is globalLogPublisher
+    assert logs._twistd_options is None
+    syslog = twistd_options("-n", "--syslog")
+    assert syslog["logger"] is None
+
+
+def test_beacon_options_alone_change_nothing() -> None:
+    """Beacon's options parsed without twistd (no parent) set nothing."""
+    use_fast_text_log(None)
+    assert logs._twistd_options is None
