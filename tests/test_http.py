@@ -516,6 +516,42 @@ def test_stalled_body_gets_408_at_the_body_timeout(beacon: Beacon) -> None:
     assert beacon.store.submissions == {}
 
 
+def test_slow_headers_then_body_get_each_their_own_timeout(beacon: Beacon) -> None:
+    """
+    Headers that take 9 s are within their 10 s; the body then has its own
+    30 s from the end of the headers, and is served when it comes in time.
+    """
+    body = json.dumps(send_message()).encode()
+    channel, transport = slow_site(beacon)
+    channel.dataReceived(b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\n")
+    beacon.clock.advance(9)
+    channel.dataReceived(
+        b"A2A-Version: 1.0\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+    )
+    beacon.clock.advance(29)
+    assert transport.value() == b""
+    channel.dataReceived(body)
+    assert status_of(transport.value()) == 200
+    assert len(beacon.clock.getDelayedCalls()) == 1  # the connection's idle timeout
+    channel.connectionLost(Failure(ConnectionDone()))
+
+
+def test_a_whole_request_schedules_no_deadline(beacon: Beacon) -> None:
+    """A request that arrives in one read never sets a deadline timer."""
+    body = json.dumps(send_message()).encode()
+    channel, transport = slow_site(beacon)
+    scheduled: list[Any] = []
+    call_later = beacon.clock.callLater
+    beacon.clock.callLater = lambda *a, **k: scheduled.append(a) or call_later(*a, **k)  # type: ignore[method-assign]
+    channel.dataReceived(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    assert status_of(transport.value()) == 200
+    assert [a for a in scheduled if a[0] in (10, 30)] == []
+    channel.connectionLost(Failure(ConnectionDone()))
+
+
 def test_prompt_request_leaves_no_timer_behind(beacon: Beacon) -> None:
     """A complete request cancels its deadlines; only the idle timeout remains until it closes."""
     body = json.dumps(send_message()).encode()

@@ -96,15 +96,16 @@ class LimitedRequest(server.Request):
     within the site's C{header_timeout} of the request line, and the body
     within C{body_timeout} of the headers; otherwise 408 and the connection
     is closed (a peer that sends one byte a second is cut off, not served).
+    A deadline is only set when a phase outlasts the data at hand
+    (L{BeaconSite} calls L{arm_deadline} after each read): a request that
+    arrives whole, the usual case, never schedules a timer.
     """
 
     _received = 0
     _refused = False
+    _receiving = True
     _deadline: Any = None
-
-    def __init__(self, channel: Any, *args: Any, **kw: Any) -> None:
-        super().__init__(channel, *args, **kw)
-        self._start_deadline("header_timeout", "headers")
+    _phase = ("header_timeout", "headers")
 
     def _site_value(self, name: str, default: Any) -> Any:
         site = getattr(self.channel, "site", None)
@@ -115,6 +116,16 @@ class LimitedRequest(server.Request):
 
     def _start_deadline(self, setting: str, what: str) -> None:
         self._cancel_deadline()
+        self._phase = (setting, what)
+
+    def arm_deadline(self) -> None:
+        """
+        The data at hand is read and this request is still arriving: from
+        now, its current phase (headers or body) has its timeout to finish.
+        """
+        if not self._receiving or self._deadline is not None:
+            return
+        setting, what = self._phase
         seconds = self._site_value(setting, None)
         clock = self._site_value("reactor", None)
         if seconds and clock is not None:
@@ -155,6 +166,7 @@ class LimitedRequest(server.Request):
         """
         Process the request, unless it was already refused.
         """
+        self._receiving = False
         self._cancel_deadline()
         if self._refused:
             return
@@ -162,6 +174,7 @@ class LimitedRequest(server.Request):
 
     def connectionLost(self, reason: Any) -> None:
         """The connection went away: no deadline outlives it."""
+        self._receiving = False
         self._cancel_deadline()
         super().connectionLost(reason)
 
@@ -177,6 +190,7 @@ class LimitedRequest(server.Request):
         transport.
         """
         self._refused = True
+        self._receiving = False
         self._cancel_deadline()
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
@@ -326,10 +340,31 @@ class BeaconSite(server.Site):
             closed(reason)
 
         channel.connectionLost = connection_lost
+        inner = getattr(channel, "_channel", channel)
+        if self.header_timeout or self.body_timeout:
+            inner.dataReceived = _arming_deadlines(inner)
         # A binding that takes the connection over (the WebSocket upgrade)
         # calls this: the connection is no longer the Site's to count.
         getattr(channel, "_channel", channel).release_connection = release
         return channel
+
+
+def _arming_deadlines(channel: http.HTTPChannel) -> Callable[[bytes], None]:
+    """
+    C{channel.dataReceived}, followed by arming the deadline of the request
+    still arriving, if any (see L{LimitedRequest.arm_deadline}).
+    """
+    read = channel.dataReceived
+
+    def data_received(data: bytes) -> None:
+        read(data)
+        requests = channel.requests
+        if requests:
+            arm = getattr(requests[-1], "arm_deadline", None)
+            if arm is not None:
+                arm()
+
+    return data_received
 
 
 class _ConnectionRefusal(Protocol):
