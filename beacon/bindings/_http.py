@@ -497,9 +497,14 @@ class TransportLimits:
 
     def source_of(self, request: server.Request) -> str:
         """The source of C{request} (see L{SourceResolver})."""
-        return self.sources.resolve(
+        sources = self.sources
+        return sources.resolve(
             request.getClientAddress(),
-            request.requestHeaders.getRawHeaders(b"X-Forwarded-For"),
+            (
+                request.requestHeaders.getRawHeaders(b"X-Forwarded-For")
+                if sources.trusts_proxies
+                else None
+            ),
         )
 
     def refusal(self, request: server.Request, source: str) -> bytes | None:
@@ -528,7 +533,7 @@ class TransportLimits:
                 f"too many requests from this source; retry after {retry} s",
                 {b"Retry-After": str(retry).encode("ascii")},
             )
-        if not self.auth.admits(
+        if self.auth.enabled and not self.auth.admits(
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
         ):
             log.info("http.unauthenticated: refused a request from {source}", source=source)

@@ -48,6 +48,9 @@ class Admission:
         return self.retry_after == 0
 
 
+_ADMITTED = Admission(0.0)
+
+
 class RateLimiter:
     """
     A token bucket per source, on an injected clock.
@@ -81,7 +84,7 @@ class RateLimiter:
         Take one token from C{source}'s bucket, if there is one.
         """
         if self.rate <= 0:
-            return Admission(0.0)
+            return _ADMITTED
         now = self._clock.seconds()
         bucket = self._buckets.get(source)
         if bucket is None:
@@ -97,7 +100,7 @@ class RateLimiter:
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
             bucket.limited = False
-            return Admission(0.0)
+            return _ADMITTED
         first = not bucket.limited
         bucket.limited = True
         return Admission((1.0 - bucket.tokens) / self.rate, first)
@@ -122,6 +125,11 @@ class SourceResolver:
         @param trusted_proxies: Networks whose X-Forwarded-For is believed.
         """
         self._trusted = tuple(trusted_proxies)
+
+    @property
+    def trusts_proxies(self) -> bool:
+        """Whether any proxy's X-Forwarded-For is believed (else it is not read)."""
+        return bool(self._trusted)
 
     def _is_trusted(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         return any(address in network for network in self._trusted)
