@@ -2,7 +2,8 @@
 The embedded submission store: SQLite in WAL mode, behind thread pools.
 
 Every database call once the store is serving runs on one of two dedicated
-L{ThreadPool}s, never on the reactor thread:
+sets of threads (L{beacon.store._workers.Workers}), never on the reactor
+thread:
 
   - one writer thread, which owns the only connection that writes. Appends
     and review decisions queue together on the reactor side; whenever no
@@ -36,7 +37,6 @@ from typing import Any, Callable, TypeVar, cast
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.filepath import FilePath
 from zope.interface import implementer
@@ -290,7 +290,7 @@ class SQLiteStore(ThreadedStore):
         if not self.running or self._writer_pool is None:
             return fail(StoreError("the submission store is not running"))
         return self._counted(
-            deferToThreadPool(self._reactor, self._writer_pool, self._read_pragmas)
+            self._writer_pool.run(self._read_pragmas)
         )
 
     # Start-up, on the calling thread.

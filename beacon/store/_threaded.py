@@ -2,8 +2,8 @@
 The reactor-side machinery the thread-pool backends share
 (L{beacon.store.SQLiteStore} and L{beacon.store.PostgreSQLStore}).
 
-Every database call of such a store runs on one of two dedicated
-L{ThreadPool}s, never on the reactor thread:
+Every database call of such a store runs on one of two dedicated sets of
+threads (L{beacon.store._workers.Workers}), never on the reactor thread:
 
   - one writer thread, which owns the only connection this store writes on.
     Appends and review decisions queue together on the reactor side;
@@ -39,10 +39,8 @@ from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union, cast
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
 from beacon.store._interface import (
     STATE_COMPLETED,
@@ -56,6 +54,7 @@ from beacon.store._interface import (
     TaskPage,
     TaskStatusRecord,
 )
+from beacon.store._workers import Workers
 
 _T = TypeVar("_T")
 
@@ -363,8 +362,8 @@ class ThreadedStore(Service):
         self._idle_waiters: list[Deferred[None]] = []
         self._closed_waiters: list[Deferred[None]] = []
         self._listeners = Listeners(self.log)
-        self._writer_pool: ThreadPool | None = None
-        self._reader_pool: ThreadPool | None = None
+        self._writer_pool: Workers | None = None
+        self._reader_pool: Workers | None = None
         # Each pool thread opens its own connection on first use (a backend
         # may open another later); all of them are remembered so that
         # stopService can close them.
@@ -455,10 +454,8 @@ class ThreadedStore(Service):
         """
         Start the writer pool (one thread) and the reader pool.
         """
-        self._writer_pool = ThreadPool(1, 1, name="beacon-store-writer")
-        self._reader_pool = ThreadPool(
-            self._readers, self._readers, name="beacon-store-reader"
-        )
+        self._writer_pool = Workers(self._reactor, 1, "beacon-store-writer")
+        self._reader_pool = Workers(self._reactor, self._readers, "beacon-store-reader")
         self._writer_pool.start()
         self._reader_pool.start()
 
@@ -500,7 +497,7 @@ class ThreadedStore(Service):
         Close every pool connection on the (idle) writer thread.
         """
         assert self._writer_pool is not None
-        return deferToThreadPool(self._reactor, self._writer_pool, self._close_all)
+        return self._writer_pool.run(self._close_all)
 
     def _stop_pools(self, result: object) -> None:
         """
@@ -779,11 +776,8 @@ class ThreadedStore(Service):
             for _ in range(min(self._max_batch, len(self._pending)))
         ]
         self._writing = True
-        written = deferToThreadPool(
-            self._reactor,
-            self._writer_pool,
-            self._write_batch,
-            [write for write, _ in batch],
+        written = self._writer_pool.run(
+            self._write_batch, [write for write, _ in batch]
         )
         written.addBoth(self._batch_written, batch)
 
@@ -844,9 +838,7 @@ class ThreadedStore(Service):
         if not self.running or self._reader_pool is None:
             return fail(StoreError("the submission store is not running"))
         return self._counted(
-            deferToThreadPool(
-                self._reactor, self._reader_pool, self._on_reader, f, *args
-            )
+            self._reader_pool.run(self._on_reader, f, *args)
         )
 
     def _counted(self, work: Deferred[_T]) -> Deferred[_T]:
