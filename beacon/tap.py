@@ -10,7 +10,7 @@ from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
 from beacon.logs import use_fast_text_log
-from beacon.service import StartupError
+from beacon.service import HeapFreeze, StartupError
 from beacon.store import StoreError
 
 
@@ -143,4 +143,5 @@ def makeService(options: Options) -> IService:
     assert options.config is not None
     guard = _StartupGuard()
     make(options.config, reactor).setServiceParent(guard)
+    HeapFreeze().setServiceParent(guard)
     return guard

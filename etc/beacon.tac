@@ -8,10 +8,12 @@ from twisted.application.service import Application
 from twisted.internet import reactor
 
 from beacon.config import build_config, read_file
-from beacon.service import makeService
+from beacon.service import HeapFreeze, makeService
 
 config_path = os.environ.get(
     "BEACON_CONFIG", os.path.join(os.path.dirname(os.path.abspath(__file__)), "beacon.toml")
 )
 application = Application("beacon")
 makeService(build_config(read_file(config_path)), reactor).setServiceParent(application)
+# Last: once everything has started, the start-up heap is frozen (see HeapFreeze).
+HeapFreeze().setServiceParent(application)

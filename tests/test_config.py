@@ -241,3 +241,22 @@ def test_data_dir_is_relative_to_the_working_directory(tmp_path: Path, monkeypat
     service = makeService(build_config(public_url="https://b.example"), MemoryReactorClock())
     store = list(service)[0]
     assert os.path.abspath(store.path) == str(tmp_path / "beacon-data" / "beacon.sqlite3")
+
+
+def test_twistd_tree_freezes_the_start_up_heap_last(tmp_path: Any) -> None:
+    """twistd beacon's tree ends with HeapFreeze, which freezes the collector's start-up heap."""
+    import gc
+
+    from beacon.service import HeapFreeze
+    from beacon.tap import makeService
+
+    options = Options()
+    options.parseOptions(["--data", str(tmp_path), "--http", "tcp:0:interface=127.0.0.1", "--operator", ""])
+    tree = makeService(options)
+    assert isinstance(list(tree)[-1], HeapFreeze)
+    freeze = HeapFreeze()
+    try:
+        freeze.startService()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
