@@ -5,6 +5,9 @@ where the global reactor is imported.
 
 from __future__ import annotations
 
+import os
+from typing import Any, NoReturn
+
 from twisted.application.service import IService, MultiService
 from twisted.python import usage
 
@@ -116,20 +119,46 @@ class _StartupGuard(MultiService):
     """
     The root under twistd: a start-up failure (a listener that cannot bind, a
     store that cannot open) ends twistd with its one-line message instead of
-    a traceback.
+    a traceback, and removes the pidfile twistd wrote for this process (twistd
+    itself removes it only after a reactor run).
     """
+
+    def __init__(self, twistd_options: Any = None) -> None:
+        """
+        @param twistd_options: twistd's own options (for C{--pidfile}), if
+            any.
+        """
+        super().__init__()
+        self._twistd_options = twistd_options
 
     def privilegedStartService(self) -> None:
         try:
             super().privilegedStartService()
         except (StartupError, StoreError) as e:
-            raise SystemExit(f"beacon: cannot start: {e}") from None
+            self._fail(e)
 
     def startService(self) -> None:
         try:
             super().startService()
         except (StartupError, StoreError) as e:
-            raise SystemExit(f"beacon: cannot start: {e}") from None
+            self._fail(e)
+
+    def _fail(self, error: Exception) -> NoReturn:
+        self._remove_pidfile()
+        raise SystemExit(f"beacon: cannot start: {error}") from None
+
+    def _remove_pidfile(self) -> None:
+        options = self._twistd_options
+        path = options.get("pidfile") if hasattr(options, "get") else None
+        if not path:
+            return
+        try:
+            with open(path) as pidfile:
+                written = int(pidfile.read().strip())
+            if written == os.getpid():
+                os.unlink(path)
+        except (OSError, ValueError):
+            pass
 
 
 def makeService(options: Options) -> IService:
@@ -141,7 +170,7 @@ def makeService(options: Options) -> IService:
     from beacon.service import makeService as make
 
     assert options.config is not None
-    guard = _StartupGuard()
+    guard = _StartupGuard(getattr(options, "parent", None))
     make(options.config, reactor).setServiceParent(guard)
     HeapFreeze().setServiceParent(guard)
     return guard

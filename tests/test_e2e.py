@@ -422,6 +422,7 @@ def test_port_in_use_stops_startup(launcher: BeaconLauncher, busy_port: int) -> 
         rf"cannot listen on '?{re.escape(endpoint)}'?.*[Aa]ddress already in use", log
     ), log
     assert "beacon.started" not in log
+    assert not (launcher.cwd / "twistd.pid").exists(), "the pidfile outlived a failed start"
 
 
 def test_port_in_use_message_has_no_traceback(
@@ -580,3 +581,33 @@ def test_rate_limit(launcher: BeaconLauncher) -> None:
     assert error["code"] == "rate_limited"
     assert error["message"]
     beacon.process.wait_for(r"http\.rate_limited: source 127\.0\.0\.1", HTTP_TIMEOUT)
+
+
+def test_the_tac_file_serves_the_same_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """twistd -ny etc/beacon.tac, configured by BEACON_CONFIG, serves the card and stores a submission."""
+    from peers.process import LISTENING, STARTED
+
+    config = tmp_path / "beacon.toml"
+    config.write_text(
+        f'[server]\ndata = "{tmp_path / "data"}"\nhttp = ["{LOOPBACK_HTTP}"]\n'
+        '[operator]\nsocket = ""\n[limits]\nrate = 0\n'
+    )
+    monkeypatch.setenv("BEACON_CONFIG", str(config))
+    tac = Path(__file__).resolve().parents[1] / "etc" / "beacon.tac"
+    process = TwistdProcess(
+        [], tmp_path, wrap=lambda argv: [argv[0], "-n", "--logfile=-", "-y", str(tac)]
+    )
+    try:
+        port = int(process.wait_for(LISTENING, START_TIMEOUT).group(2))
+        public_url = process.wait_for(STARTED, START_TIMEOUT).group(1)
+        beacon = Beacon(process, port, public_url)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT)
+        connection.request("GET", CARD_PATH)
+        card = json.loads(connection.getresponse().read())
+        connection.close()
+        assert card["supportedInterfaces"][0]["url"].startswith(public_url)
+        task = send_text(beacon, "Hello through the tac file.")
+        assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+        process.wait_for(re.escape(f"intake.stored: receipt {task['id']}"), START_TIMEOUT)
+    finally:
+        process.close()

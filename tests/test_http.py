@@ -502,6 +502,42 @@ def test_headers_trickled_past_the_header_timeout_get_408(beacon: Beacon, logged
     assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
 
 
+def test_request_line_trickled_past_the_header_timeout_gets_408(
+    beacon: Beacon, logged_events: Any
+) -> None:
+    """
+    A request line sent one byte a second (each byte resets the idle
+    timeout) is cut off at the header timeout from its first byte.
+    """
+    channel, transport = slow_site(beacon)
+    for byte in b"POST /a2a/v1/and/a/long/path HTTP/1.1":
+        channel.dataReceived(bytes([byte]))
+        beacon.clock.advance(1)
+        if transport.disconnecting:
+            break
+    raw = transport.value()
+    assert status_of(raw) == 408
+    assert b'"request_timeout"' in raw
+    assert transport.disconnecting
+    assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
+    assert logged_events.named("http.request_timeout")
+    channel.connectionLost(Failure(ConnectionDone()))
+    assert [c for c in beacon.clock.getDelayedCalls() if c.active()] == []
+
+
+def test_line_and_headers_share_the_header_timeout(beacon: Beacon) -> None:
+    """The header timeout counts from the request line's first byte, not from its end."""
+    channel, transport = slow_site(beacon)
+    channel.dataReceived(b"POST /a2a/v1 HTT")
+    beacon.clock.advance(6)
+    channel.dataReceived(b"P/1.1\r\nHost: x\r\n")
+    beacon.clock.advance(3.9)
+    assert transport.value() == b""
+    beacon.clock.advance(0.1)
+    assert status_of(transport.value()) == 408
+    assert transport.disconnecting
+
+
 def test_stalled_body_gets_408_at_the_body_timeout(beacon: Beacon) -> None:
     """A body that stalls is answered 408 at the body timeout; nothing is stored."""
     channel, transport = slow_site(beacon)

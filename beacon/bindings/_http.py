@@ -92,20 +92,19 @@ class LimitedRequest(server.Request):
     when the declared Content-Length is over, before reading the body; when a
     chunked or streamed body grows over, as soon as it does.
 
-    It also bounds time, on the site's reactor: the headers must be complete
-    within the site's C{header_timeout} of the request line, and the body
-    within C{body_timeout} of the headers; otherwise 408 and the connection
-    is closed (a peer that sends one byte a second is cut off, not served).
-    A deadline is only set when a phase outlasts the data at hand
-    (L{BeaconSite} calls L{arm_deadline} after each read): a request that
-    arrives whole, the usual case, never schedules a timer.
+    Its site also bounds its time (see L{BeaconSite}): the request line and
+    headers must arrive within C{header_timeout} of their first byte, and
+    the body within C{body_timeout} of the headers; otherwise 408 and the
+    connection is closed (a peer that sends one byte a second is cut off,
+    not served). This request says which phase it is in.
     """
 
     _received = 0
     _refused = False
-    _receiving = True
-    _deadline: Any = None
-    _phase = ("header_timeout", "headers")
+    #: Whether the request is still arriving (not yet whole, not refused).
+    receiving = True
+    #: The phase still arriving: its timeout setting, and its name.
+    phase = ("header_timeout", "headers")
 
     def _site_value(self, name: str, default: Any) -> Any:
         site = getattr(self.channel, "site", None)
@@ -114,28 +113,6 @@ class LimitedRequest(server.Request):
     def _max_body(self) -> int:
         return int(self._site_value("max_body", DEFAULT_MAX_BODY))
 
-    def _start_deadline(self, setting: str, what: str) -> None:
-        self._cancel_deadline()
-        self._phase = (setting, what)
-
-    def arm_deadline(self) -> None:
-        """
-        The data at hand is read and this request is still arriving: from
-        now, its current phase (headers or body) has its timeout to finish.
-        """
-        if not self._receiving or self._deadline is not None:
-            return
-        setting, what = self._phase
-        seconds = self._site_value(setting, None)
-        clock = self._site_value("reactor", None)
-        if seconds and clock is not None:
-            self._deadline = clock.callLater(seconds, self._refuse_slow, what, seconds)
-
-    def _cancel_deadline(self) -> None:
-        if self._deadline is not None and self._deadline.active():
-            self._deadline.cancel()
-        self._deadline = None
-
     def gotLength(self, length: int | None) -> None:
         """
         Refuse a declared length over the cap; buffer in memory otherwise.
@@ -143,10 +120,8 @@ class LimitedRequest(server.Request):
         self.content = BytesIO()
         if length is not None and length > self._max_body():
             self._refuse_too_large()
-        elif length == 0:
-            self._cancel_deadline()
         else:
-            self._start_deadline("body_timeout", "body")
+            self.phase = ("body_timeout", "body")
 
     def handleContentChunk(self, data: bytes) -> None:
         """
@@ -166,16 +141,14 @@ class LimitedRequest(server.Request):
         """
         Process the request, unless it was already refused.
         """
-        self._receiving = False
-        self._cancel_deadline()
+        self.receiving = False
         if self._refused:
             return
         super().requestReceived(command, path, version)
 
     def connectionLost(self, reason: Any) -> None:
-        """The connection went away: no deadline outlives it."""
-        self._receiving = False
-        self._cancel_deadline()
+        """The connection went away: nothing more arrives."""
+        self.receiving = False
         super().connectionLost(reason)
 
     def _peer_host(self) -> str:
@@ -190,19 +163,10 @@ class LimitedRequest(server.Request):
         transport.
         """
         self._refused = True
-        self._receiving = False
-        self._cancel_deadline()
+        self.receiving = False
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
-        channel = self.channel
-        assert channel.transport is not None
-        channel.transport.write(
-            b"HTTP/1.1 " + status + b"\r\n"
-            b"Content-Type: application/json\r\n"
-            b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
-            b"Connection: close\r\n\r\n" + body
-        )
-        channel.loseConnection()
+        _refuse_connection(self.channel, status, body)
 
     def _refuse_too_large(self) -> None:
         limit = self._max_body()
@@ -213,8 +177,10 @@ class LimitedRequest(server.Request):
         )
         self._refuse_raw(b"413 Content Too Large", _too_large_body(limit))
 
-    def _refuse_slow(self, what: str, seconds: float) -> None:
-        self._deadline = None
+    def refuse_slow(self, what: str, seconds: float) -> None:
+        """
+        Answer 408 and close: the phase C{what} took over C{seconds}.
+        """
         log.warn(
             "http.request_timeout: the {what} from {source} took longer than {seconds} s",
             what=what,
@@ -335,36 +301,105 @@ class BeaconSite(server.Site):
 
         closed = channel.connectionLost
 
+        inner = getattr(channel, "_channel", channel)
+        deadline: _ArrivalDeadline | None = None
+        if self.header_timeout or self.body_timeout:
+            deadline = _ArrivalDeadline(inner, self)
+            inner.dataReceived = deadline.data_received
+
         def connection_lost(reason: Any) -> None:
             release()
+            if deadline is not None:
+                deadline.cancel()
             closed(reason)
 
         channel.connectionLost = connection_lost
-        inner = getattr(channel, "_channel", channel)
-        if self.header_timeout or self.body_timeout:
-            inner.dataReceived = _arming_deadlines(inner)
         # A binding that takes the connection over (the WebSocket upgrade)
         # calls this: the connection is no longer the Site's to count.
         getattr(channel, "_channel", channel).release_connection = release
         return channel
 
 
-def _arming_deadlines(channel: http.HTTPChannel) -> Callable[[bytes], None]:
+def _refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
     """
-    C{channel.dataReceived}, followed by arming the deadline of the request
-    still arriving, if any (see L{LimitedRequest.arm_deadline}).
+    Answer C{status} with a JSON C{body} straight on the transport, while
+    the request is still arriving, and close the connection.
     """
-    read = channel.dataReceived
+    assert channel.transport is not None
+    channel.transport.write(
+        b"HTTP/1.1 " + status + b"\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+        b"Connection: close\r\n\r\n" + body
+    )
+    channel.loseConnection()
 
-    def data_received(data: bytes) -> None:
-        read(data)
+
+class _ArrivalDeadline:
+    """
+    The time limit on what a L{BeaconSite} connection is receiving, checked
+    after each read: a request line and headers have C{header_timeout} from
+    their first byte, a body C{body_timeout} from the end of the headers.
+    Nothing is scheduled while nothing is half-arrived, so a request that
+    comes whole in one read, the usual case, costs no timer.
+    """
+
+    def __init__(self, channel: http.HTTPChannel, site: BeaconSite) -> None:
+        self._channel = channel
+        self._site = site
+        self._read = channel.dataReceived
+        self._call: Any = None
+        self._phase: tuple[str, str] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        """Read C{data}, then time whatever it left half-arrived."""
+        self._read(data)
+        channel = self._channel
         requests = channel.requests
-        if requests:
-            arm = getattr(requests[-1], "arm_deadline", None)
-            if arm is not None:
-                arm()
+        request = requests[-1] if requests else None
+        phase: tuple[str, str] | None = None
+        if request is not None and getattr(request, "receiving", False):
+            phase = request.phase
+        elif (request is None or request.finished) and getattr(channel, "_buffer", b""):
+            # A request line is arriving (LineReceiver holds the part read).
+            phase = ("header_timeout", "headers")
+        if phase != self._phase:
+            self.cancel()
+            if phase is not None:
+                seconds = getattr(self._site, phase[0], None)
+                if seconds:
+                    self._phase = phase
+                    self._call = self._site.reactor.callLater(seconds, self._expired)
 
-    return data_received
+    def cancel(self) -> None:
+        """Stop timing (the connection is gone, or nothing is arriving)."""
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = self._phase = None
+
+    def _expired(self) -> None:
+        assert self._phase is not None
+        setting, what = self._phase
+        seconds = getattr(self._site, setting)
+        self._call = self._phase = None
+        requests = self._channel.requests
+        request = requests[-1] if requests else None
+        if request is not None and getattr(request, "receiving", False):
+            request.refuse_slow(what, seconds)
+            return
+        transport = self._channel.transport
+        peer = transport.getPeer() if transport is not None else None
+        log.warn(
+            "http.request_timeout: the {what} from {source} took longer than {seconds} s",
+            what="request line",
+            source=str(getattr(peer, "host", "unknown")),
+            seconds=seconds,
+        )
+        _refuse_connection(
+            self._channel,
+            b"408 Request Timeout",
+            error_body("request_timeout", f"the request line took longer than {seconds} s"),
+        )
 
 
 class _ConnectionRefusal(Protocol):
