@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.logger import formatEvent
@@ -659,3 +661,23 @@ def test_card_provider_only_when_configured() -> None:
         PUBLIC,
     )
     assert card["provider"] == {"organization": "Example Lab", "url": "https://lab.example"}
+
+
+@settings(max_examples=500)
+@given(raw=st.binary(min_size=20, max_size=20))
+def test_ids_are_rfc4648_base32_of_160_bits(raw: bytes) -> None:
+    """base32_160 writes exactly what base64.b32encode writes, in lower case."""
+    import base64
+
+    from beacon.intake._submission import base32_160
+
+    assert base32_160(raw) == base64.b32encode(raw).decode("ascii").lower()
+
+
+def test_new_ids_are_32_base32_digits_and_distinct() -> None:
+    """A receipt id is 32 lowercase base32 digits; a thousand of them are distinct."""
+    from beacon.intake._submission import new_id
+
+    ids = {new_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(re.fullmatch(r"[a-z2-7]{32}", i) for i in ids)
