@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""
+The cost of one request through Beacon's public site, in process: no
+sockets, no threads, no load generator, so that it does not move with the
+machine's noise the way req/s does.
+
+Beacon's site (BeaconSite, the A2A resources, the public policy) runs over
+the in-memory store (beacon.testing.MemoryStore) on a Clock, logging as
+`twistd beacon` does (beacon.logs, to /dev/null). Requests go through one
+channel on a StringTransport, one after another.
+
+    .venv/bin/python bench/inprocess.py send           # CPU microseconds per request
+    .venv/bin/python bench/inprocess.py send --callgrind   # instructions per request
+
+Workloads: send (SendMessage with a small text message), get (GetTask of a
+stored task), card (GET of the agent card). --callgrind runs this script
+twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
+the difference of the instruction counts by 1,000: the same figure for the
+same code on any run, whatever else the machine does. What it leaves out
+(the store's threads, the sockets, the reactor's loop) is what bench/run
+measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.logger import globalLogBeginner
+
+from beacon.bindings._http import BeaconSite, Container
+from beacon.config import build_config
+from beacon.logs import text_file_observer
+from beacon.service import beacon_resources
+from beacon.testing import MemoryStore
+
+WARM_UP = 200
+PEER = IPv4Address("TCP", "127.0.0.1", 40000)
+HOST = IPv4Address("TCP", "127.0.0.1", 8080)
+
+
+def post(body: bytes) -> bytes:
+    return (
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+        b"Content-Type: application/json\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    ) + body
+
+
+def send_body(n: int) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":'
+        b'{"messageId":"inprocess-%d","role":"ROLE_USER",'
+        b'"parts":[{"text":"Hello from the benchmark: a small text message."}]}}}' % (n, n)
+    )
+
+
+def measure(workload: str, count: int) -> float:
+    """Run C{count} requests after a warm-up; CPU seconds per request."""
+    devnull = open(os.devnull, "w")
+    globalLogBeginner.beginLoggingTo([text_file_observer(devnull)], redirectStandardIO=False)
+    config = build_config({"limits": {"rate": 0}})
+    clock = Clock()
+    clock.advance(1_800_000_000)
+    resources = beacon_resources(config, MemoryStore(), clock)
+    resources.publish("http://127.0.0.1:8080")
+    site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
+    channel = site.buildProtocol(PEER)
+    transport = StringTransport(peerAddress=PEER, hostAddress=HOST)
+    channel.makeConnection(transport)
+
+    task_id = ""
+    if workload == "get":
+        channel.dataReceived(post(send_body(0)))
+        found = re.search(rb'"task":\{"id":"([a-z2-7]{32})"', transport.value())
+        assert found is not None, transport.value()
+        task_id = found.group(1).decode()
+        transport.clear()
+
+    def request(n: int) -> bytes:
+        if workload == "send":
+            return post(send_body(n))
+        if workload == "get":
+            return post(
+                b'{"jsonrpc":"2.0","id":%d,"method":"GetTask","params":{"id":"%s"}}'
+                % (n, task_id.encode())
+            )
+        return b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
+
+    requests = [request(n) for n in range(WARM_UP + count)]
+    for data in requests[:WARM_UP]:
+        channel.dataReceived(data)
+        transport.clear()
+    started = time.process_time()
+    for data in requests[WARM_UP:]:
+        channel.dataReceived(data)
+        answer = transport.value()
+        if not answer.startswith(b"HTTP/1.1 200 "):
+            raise SystemExit(f"unexpected answer: {answer[:200]!r}")
+        transport.clear()
+    return (time.process_time() - started) / count
+
+
+def callgrind(workload: str) -> int:
+    """Instructions per request, from two callgrind runs."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("valgrind is missing: apt-get install valgrind")
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in (200, 1200):
+            out = Path(tmp) / f"callgrind.{count}"
+            run = subprocess.run(
+                [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
+                 sys.executable, __file__, workload, "--count", str(count)],
+                capture_output=True, text=True, check=True,
+            )
+            found = re.search(r"Collected : (\d+)", run.stderr)
+            if found is None:
+                raise SystemExit(f"no instruction count from callgrind:\n{run.stderr[-2000:]}")
+            totals.append(int(found.group(1)))
+    return (totals[1] - totals[0]) // 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workload", choices=("send", "get", "card"))
+    parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
+    parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
+    args = parser.parse_args()
+    if args.callgrind:
+        print(f"{args.workload}: {callgrind(args.workload):,} instructions per request")
+    else:
+        print(f"{args.workload}: {measure(args.workload, args.count) * 1e6:.1f} us of CPU per request")
+
+
+if __name__ == "__main__":
+    main()
