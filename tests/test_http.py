@@ -485,32 +485,26 @@ def slow_site(beacon: Beacon) -> tuple[Any, StringTransport]:
     return channel, transport
 
 
-def test_headers_trickled_past_the_header_timeout_get_408(beacon: Beacon, logged_events: Any) -> None:
-    """A peer sending one header byte a second is answered 408 and cut off at the header timeout."""
-    channel, transport = slow_site(beacon)
-    channel.dataReceived(b"POST /a2a/v1 HTTP/1.1\r\n")
-    for byte in b"X-Slow: " + b"a" * 20:
-        channel.dataReceived(bytes([byte]))
-        beacon.clock.advance(1)
-        if transport.disconnecting:
-            break
-    raw = transport.value()
-    assert status_of(raw) == 408
-    assert b'"request_timeout"' in raw
-    assert transport.disconnecting
-    assert logged_events.named("http.request_timeout")
-    assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
-
-
-def test_request_line_trickled_past_the_header_timeout_gets_408(
-    beacon: Beacon, logged_events: Any
+@pytest.mark.parametrize(
+    ("sent", "trickled"),
+    [
+        (b"POST /a2a/v1 HTTP/1.1\r\n", b"X-Slow: " + b"a" * 20),
+        (b"", b"POST /a2a/v1/and/a/long/path HTTP/1.1"),
+    ],
+    ids=["headers", "request line"],
+)
+def test_trickled_head_is_cut_off_at_the_header_timeout(
+    beacon: Beacon, logged_events: Any, sent: bytes, trickled: bytes
 ) -> None:
     """
-    A request line sent one byte a second (each byte resets the idle
-    timeout) is cut off at the header timeout from its first byte.
+    A peer sending its headers, or its request line itself, one byte a
+    second (each byte resets the idle timeout) is answered 408 and cut off
+    at the header timeout from the request's first byte.
     """
     channel, transport = slow_site(beacon)
-    for byte in b"POST /a2a/v1/and/a/long/path HTTP/1.1":
+    if sent:
+        channel.dataReceived(sent)
+    for byte in trickled:
         channel.dataReceived(bytes([byte]))
         beacon.clock.advance(1)
         if transport.disconnecting:
@@ -519,8 +513,8 @@ def test_request_line_trickled_past_the_header_timeout_gets_408(
     assert status_of(raw) == 408
     assert b'"request_timeout"' in raw
     assert transport.disconnecting
-    assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
     assert logged_events.named("http.request_timeout")
+    assert beacon.clock.seconds() - 1_800_000_000 == pytest.approx(10)
     channel.connectionLost(Failure(ConnectionDone()))
     assert [c for c in beacon.clock.getDelayedCalls() if c.active()] == []
 
