@@ -202,11 +202,6 @@ class _Reader:
     path: str
     violations: list[tuple[str, str]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        # Whether any member could be a snake_case alias: if none is, an
-        # absent camelCase member needs no second look-up.
-        self._aliases = any("_" in key for key in self.obj)
-
     def _where(self, name: str) -> str:
         if not name:
             return self.path
@@ -218,7 +213,7 @@ class _Reader:
     def raw(self, name: str) -> Any:
         """The value of C{name} (camelCase, or its snake_case alias), or None."""
         value = self.obj.get(name)
-        if value is None and self._aliases:
+        if value is None:
             value = self.obj.get(_snake(name))
         return value
 
