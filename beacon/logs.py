@@ -41,10 +41,14 @@ def _timestamp(when: float) -> str:
     """
     Twisted's L{formatTime} of C{when}, formatted once per second: the text
     depends on the second only (the format has no fraction, and a time zone
-    offset changes on a whole second).
+    offset changes on a whole second). The second is the one C{datetime}
+    gives C{when}: it rounds the fraction to microseconds, half to even, so
+    C{1.9999996} is in second 2.
     """
     global _second
     second = math.floor(when)
+    if round((when - second) * 1e6) >= 1_000_000:
+        second += 1
     cached = _second
     if cached[0] == second:
         return cached[1]
@@ -70,6 +74,7 @@ def format_classic_text(event: LogEvent) -> str | None:
         or "log_flattened" in event
         or type(when) is not float
         or not math.isfinite(when)
+        or when < 0
     ):
         return formatEventAsClassicLogText(event)
     try:
