@@ -423,14 +423,25 @@ def _add_operator_doors(
 
 
 class _Announce(Service):
-    """Logs the configuration Beacon started with (after the listeners)."""
+    """
+    Logs the configuration Beacon started with, once the reactor runs (after
+    the listeners, and once twistd's signal handlers are in place).
+    """
 
-    def __init__(self, config: Config, public_url: Callable[[], str]) -> None:
+    def __init__(
+        self, config: Config, public_url: Callable[[], str], reactor: Any
+    ) -> None:
         self._config = config
         self._public_url = public_url
+        self._reactor = reactor
 
     def startService(self) -> None:
         super().startService()
+        self._reactor.callWhenRunning(self._announce)
+
+    def _announce(self) -> None:
+        if not self.running:
+            return
         log.info(
             "beacon.started: public URL {public_url}, data directory {data_dir}",
             public_url=self._public_url(),
@@ -440,17 +451,28 @@ class _Announce(Service):
 
 class HeapFreeze(Service):
     """
-    Once the services before it have started, moves every object start-up
-    made (modules, configuration, connections) into the garbage collector's
-    permanent generation (C{gc.freeze}): full collections then walk only
-    what serving makes, and stop pausing the reactor for tens of
-    milliseconds. It is a choice for the whole process: C{twistd beacon}
-    and C{etc/beacon.tac} add it last; an application that embeds Beacon
-    decides for itself.
+    Once the reactor runs (every service started, signal handlers in place),
+    moves every object start-up made (modules, configuration, connections)
+    into the garbage collector's permanent generation (C{gc.freeze}): full
+    collections then walk only what serving makes, and stop pausing the
+    reactor for tens of milliseconds. It is a choice for the whole process:
+    C{twistd beacon} and C{etc/beacon.tac} add it last; an application that
+    embeds Beacon decides for itself.
     """
+
+    def __init__(self, reactor: Any) -> None:
+        """
+        @param reactor: Says when it runs (C{callWhenRunning}).
+        """
+        self._reactor = reactor
 
     def startService(self) -> None:
         super().startService()
+        self._reactor.callWhenRunning(self._freeze)
+
+    def _freeze(self) -> None:
+        if not self.running:
+            return
         gc.collect()
         gc.freeze()
 
@@ -501,5 +523,5 @@ def makeService(config: Config, reactor: Any) -> MultiService:
 
         Listeners(reactor, config.ws, beacon.websocket, "ws", ws_bound).setServiceParent(root)
     _add_operator_doors(root, config, store, reactor)
-    _Announce(config, lambda: public.get("url", "")).setServiceParent(root)
+    _Announce(config, lambda: public.get("url", ""), reactor).setServiceParent(root)
     return root

@@ -172,5 +172,5 @@ def makeService(options: Options) -> IService:
     assert options.config is not None
     guard = _StartupGuard(getattr(options, "parent", None))
     make(options.config, reactor).setServiceParent(guard)
-    HeapFreeze().setServiceParent(guard)
+    HeapFreeze(reactor).setServiceParent(guard)
     return guard

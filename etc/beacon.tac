@@ -16,4 +16,4 @@ config_path = os.environ.get(
 application = Application("beacon")
 makeService(build_config(read_file(config_path)), reactor).setServiceParent(application)
 # Last: once everything has started, the start-up heap is frozen (see HeapFreeze).
-HeapFreeze().setServiceParent(application)
+HeapFreeze(reactor).setServiceParent(application)

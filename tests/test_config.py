@@ -254,9 +254,24 @@ def test_twistd_tree_freezes_the_start_up_heap_last(tmp_path: Any) -> None:
     options.parseOptions(["--data", str(tmp_path), "--http", "tcp:0:interface=127.0.0.1", "--operator", ""])
     tree = makeService(options)
     assert isinstance(list(tree)[-1], HeapFreeze)
-    freeze = HeapFreeze()
+    from twisted.internet.task import Clock
+
+    class Reactor(Clock):
+        def __init__(self) -> None:
+            super().__init__()
+            self.when_running: list[Any] = []
+
+        def callWhenRunning(self, f: Any) -> None:
+            self.when_running.append(f)
+
+    reactor = Reactor()
+    freeze = HeapFreeze(reactor)
+    gc.unfreeze()
     try:
         freeze.startService()
+        assert gc.get_freeze_count() == 0  # not before the reactor runs
+        (run,) = reactor.when_running
+        run()
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
