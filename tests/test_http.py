@@ -403,7 +403,7 @@ def test_chunked_body_over_cap_is_refused_while_it_arrives(beacon: Beacon) -> No
     for _ in range(2):
         channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n")
     assert transport.value() == b""
-    request = channel._channel.requests[-1]
+    request = channel.http._channel.requests[-1]
     channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n" + b"0\r\n\r\n")
     raw = transport.value()
     assert status_of(raw) == 413

@@ -42,11 +42,14 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
+# Bound once: attribute reads on twisted.web.http go through its deprecation proxy.
+from twisted.web.http import CACHED, NO_CONTENT, NOT_MODIFIED
 from twisted.web.resource import IResource, Resource
 from twisted.web.server import NOT_DONE_YET
-from zope.interface import implementer
+from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
+from beacon.bindings._direct import DirectChannel, IDirectResource, HTTPDate
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.protocol import (
     A2AError,
@@ -181,16 +184,10 @@ class LimitedRequest(server.Request):
         """
         Answer 408 and close: the phase C{what} took over C{seconds}.
         """
-        log.warn(
-            "http.request_timeout: the {what} from {source} took longer than {seconds} s",
-            what=what,
-            source=self._peer_host(),
-            seconds=seconds,
-        )
-        self._refuse_raw(
-            b"408 Request Timeout",
-            error_body("request_timeout", f"the request's {what} took longer than {seconds} s"),
-        )
+        self._refused = True
+        self.receiving = False
+        self.requestHeaders.removeHeader(b"Expect")
+        refuse_slow(self.channel, what, seconds)
 
 
 class BeaconSite(server.Site):
@@ -216,6 +213,7 @@ class BeaconSite(server.Site):
         body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
         max_connections: int = 0,
         max_connections_per_source: int = 0,
+        direct: bool = True,
         **kw: Any,
     ) -> None:
         """
@@ -235,6 +233,12 @@ class BeaconSite(server.Site):
             most; 0: no cap.
         @param max_connections_per_source: Open connections one source
             address holds at most; 0: no cap.
+        @param direct: Whether connections start on the direct channel
+            (L{beacon.bindings._direct}), which answers plain requests to
+            Beacon's resources itself and hands anything else to
+            twisted.web; False: twisted.web serves every request. With
+            C{access_log}, twisted.web serves every request, so that every
+            request has its line.
         """
         super().__init__(
             resource,
@@ -252,6 +256,8 @@ class BeaconSite(server.Site):
         self.open_connections = 0
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
+        self.direct = direct and not access_log
+        self.date_header = HTTPDate(self.reactor)
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
@@ -282,7 +288,6 @@ class BeaconSite(server.Site):
                     total=self.max_connections,
                 )
             return _ConnectionRefusal()
-        channel = super().buildProtocol(addr)
         self.open_connections += 1
         self._by_source[source] = held + 1
         released: list[bool] = []
@@ -299,8 +304,25 @@ class BeaconSite(server.Site):
                 del self._by_source[source]
             self._refusing.discard(source)
 
-        closed = channel.connectionLost
+        if self.direct:
+            direct = DirectChannel(self, lambda: self._http_channel(addr, release))
+            closed = direct.connectionLost
 
+            def direct_lost(reason: Any = None) -> None:
+                release()
+                closed(reason)
+
+            direct.connectionLost = direct_lost  # type: ignore[method-assign]
+            return direct
+        return self._http_channel(addr, release)
+
+    def _http_channel(self, addr: Any, release: Callable[[], None]) -> Any:
+        """
+        twisted.web's channel for a connection, with the arrival deadline,
+        which calls C{release} when the connection ends or is taken over.
+        """
+        channel = super().buildProtocol(addr)
+        closed = channel.connectionLost
         inner = getattr(channel, "_channel", channel)
         deadline: _ArrivalDeadline | None = None
         if self.header_timeout or self.body_timeout:
@@ -316,8 +338,30 @@ class BeaconSite(server.Site):
         channel.connectionLost = connection_lost
         # A binding that takes the connection over (the WebSocket upgrade)
         # calls this: the connection is no longer the Site's to count.
-        getattr(channel, "_channel", channel).release_connection = release
+        inner.release_connection = release
         return channel
+
+
+def refuse_slow(channel: Any, what: str, seconds: float) -> None:
+    """
+    Answer 408 on C{channel} and close it: C{what} (the C{"request
+    line"}, the C{"headers"} or the C{"body"}) took longer than
+    C{seconds}.
+    """
+    transport = channel.transport
+    peer = transport.getPeer() if transport is not None else None
+    log.warn(
+        "http.request_timeout: the {what} from {source} took longer than {seconds} s",
+        what=what,
+        source=str(getattr(peer, "host", "unknown")),
+        seconds=seconds,
+    )
+    subject = "the request line" if what == "request line" else f"the request's {what}"
+    _refuse_connection(
+        channel,
+        b"408 Request Timeout",
+        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
+    )
 
 
 def _refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
@@ -387,19 +431,7 @@ class _ArrivalDeadline:
         if request is not None and getattr(request, "receiving", False):
             request.refuse_slow(what, seconds)
             return
-        transport = self._channel.transport
-        peer = transport.getPeer() if transport is not None else None
-        log.warn(
-            "http.request_timeout: the {what} from {source} took longer than {seconds} s",
-            what="request line",
-            source=str(getattr(peer, "host", "unknown")),
-            seconds=seconds,
-        )
-        _refuse_connection(
-            self._channel,
-            b"408 Request Timeout",
-            error_body("request_timeout", f"the request line took longer than {seconds} s"),
-        )
+        refuse_slow(self._channel, "request line", seconds)
 
 
 class _ConnectionRefusal(Protocol):
@@ -485,6 +517,7 @@ class PreparedDocument:
         return bool(self.body)
 
 
+@implementer(IDirectResource)
 class DocumentResource(_MethodsResource):
     """
     Serves a L{PreparedDocument} on GET and HEAD, with cache validators.
@@ -509,8 +542,8 @@ class DocumentResource(_MethodsResource):
         request.setHeader(b"Cache-Control", self._cache_control)
         request.setHeader(b"Access-Control-Allow-Origin", b"*")
         cached = request.setETag(document.etag)
-        if request.setLastModified(document.modified) == http.CACHED or cached == http.CACHED:
-            request.setResponseCode(http.NOT_MODIFIED)
+        if request.setLastModified(document.modified) == CACHED or cached == CACHED:
+            request.setResponseCode(NOT_MODIFIED)
             return b""
         return document.body
 
@@ -640,6 +673,10 @@ class JSONRPCResource(_MethodsResource):
         self._clock = clock
         self._keepalive = keepalive
         self._source = source
+        if source is None:
+            # Its render reads no more of a request than the direct channel
+            # offers (a source callable may read anything).
+            alsoProvides(self, IDirectResource)
 
     def render_POST(self, request: server.Request) -> bytes | int:
         if self._limits is not None:
@@ -685,7 +722,7 @@ class JSONRPCResource(_MethodsResource):
                 response.stream.attach(sink)
                 return
             if response is None:
-                request.setResponseCode(http.NO_CONTENT)
+                request.setResponseCode(NO_CONTENT)
             else:
                 body = dumps(response)
                 request.setHeader(b"Content-Type", JSON_TYPE)

@@ -36,7 +36,9 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
+from zope.interface import implementer
 
+from beacon.bindings._direct import IDirectResource
 from beacon.bindings._http import (
     JSON_TYPE,
     DocumentResource,
@@ -106,6 +108,7 @@ def _error(status: int, code: str, message: str, headers: dict[bytes, bytes] | N
     return status, dumps({"error": {"code": code, "message": message}}), headers or {}
 
 
+@implementer(IDirectResource)
 class SubmissionsResource(_MethodsResource, _Answering):
     """
     C{/beacon/0.1/submissions}: POST a submission; its children are the

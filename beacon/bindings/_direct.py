@@ -1,0 +1,719 @@
+"""
+The direct channel: Beacon's own HTTP/1.1 connection handler for the
+requests that make up nearly all of its traffic, in front of twisted.web.
+
+A L{BeaconSite} connection starts as a L{DirectChannel}. For each request
+it reads the head at once (one search for the blank line, two regular
+expressions over the header block), and when the request is I{plain} it
+renders the addressed resource itself, with a L{DirectRequest}:
+
+    - the request line is C{GET}, C{HEAD} or C{POST}, an origin-form path
+      without percent-escapes or empty segments, and C{HTTP/1.1};
+    - every header line is a token, a colon and a value of visible
+      characters (no obs-fold, no control characters), at most
+      C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;
+    - there is no C{Transfer-Encoding}, C{Expect} or C{Upgrade}; a POST
+      declares one C{Content-Length} within the site's C{max_body}, a GET
+      or HEAD none (or 0);
+    - the path leads through the C{children} of plain resources (whose
+      C{getChildWithDefault} is L{Resource}'s own) to a resource that
+      provides L{IDirectResource}.
+
+Anything else, from the first request that is not plain onwards, is
+handed over: the connection's bytes go to twisted.web's L{HTTPChannel}
+(with L{BeaconSite}'s limits and deadlines), which decides and answers as
+it always has. The hand-over waits for a request in flight, so answers
+keep their order. What the direct channel answers is what twisted.web
+would answer for the same request, header for header (the C{Date}
+excepted, which it takes from the site's clock): a test sends the same
+requests both ways and compares the bytes.
+
+Its own limits are the site's: the head must arrive within
+C{header_timeout} of its first byte and the body within C{body_timeout}
+of the head (408 and close otherwise); a silent connection is closed after
+the idle timeout; while a request is in flight at most C{MAX_HEAD} +
+C{max_body} bytes more are buffered before reading pauses; while the peer
+does not read its answers, no further request is read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cache, lru_cache
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import parse_qs
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.http import (
+    CACHED,
+    INTERNAL_SERVER_ERROR,
+    NO_BODY_CODES,
+    NO_CONTENT,
+    NOT_MODIFIED,
+    OK,
+    PRECONDITION_FAILED,
+    RESPONSES,
+    datetimeToString,
+    stringToDatetime,
+)
+from twisted.web.http_headers import Headers
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+from twisted.web.server import version as _SERVER
+from zope.interface import Interface, implementer
+
+if TYPE_CHECKING:
+    from beacon.bindings._http import BeaconSite
+
+log = Logger()
+
+#: The longest request head the direct channel reads itself, in bytes;
+#: a longer one is handed to twisted.web (which refuses over 16 KiB).
+MAX_HEAD = 16384
+#: The most header lines the direct channel reads itself.
+MAX_HEADERS = 100
+#: Seconds a closing connection may take to drain before it is aborted.
+ABORT_TIMEOUT = 15.0
+
+_REQUEST_LINE = re.compile(
+    rb"(GET|HEAD|POST) (/[^ ?#%\x00-\x20\x7f-\xff]*)(\?[^ #\x00-\x20\x7f-\xff]*)? HTTP/1\.1"
+)
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"
+_HEADER_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
+_HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
+#: Request headers whose presence hands a request to twisted.web.
+_HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
+
+
+class IDirectResource(Interface):
+    """
+    A resource whose C{render} needs no more of its request than a
+    L{DirectRequest} offers, so that the direct channel may render it:
+    C{method}, C{uri}, C{path}, C{args}, C{content}, C{postpath},
+    C{requestHeaders.getRawHeaders}, C{getHeader}, C{getClientAddress},
+    C{setResponseCode}, C{setHeader}, C{setETag}, C{setLastModified},
+    C{write}, C{finish} and C{notifyFinish}.
+    """
+
+
+def direct_resource(root: Any, path: bytes) -> Any:
+    """
+    The resource that C{path} addresses under C{root}, when the way there
+    is plain (see the module docstring) and it provides L{IDirectResource};
+    otherwise None.
+    """
+    found = root
+    for segment in path[1:].split(b"/"):
+        if (
+            not segment
+            or found.isLeaf
+            or type(found).getChildWithDefault is not Resource.getChildWithDefault
+        ):
+            return None
+        found = found.children.get(segment)
+        if found is None:
+            return None
+    return found if IDirectResource.providedBy(found) else None
+
+
+@cache
+def _canonical(name: bytes) -> bytes:
+    """The spelling twisted.web gives a header name (C{ETag}, C{Content-Type})."""
+    return next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
+
+
+@lru_cache(maxsize=64)
+def http_date(seconds: int) -> bytes:
+    """An HTTP-date (C{Date}, C{Last-Modified}), formatted once per value."""
+    formatted: bytes = datetimeToString(seconds)
+    return formatted
+
+
+class HTTPDate:
+    """The C{Date} value, formatted once per second of the clock."""
+
+    def __init__(self, clock: Any) -> None:
+        self._clock = clock
+        self._second = -1
+        self._value = b""
+
+    def __call__(self) -> bytes:
+        second = int(self._clock.seconds())
+        if second != self._second:
+            self._second = second
+            self._value = http_date(second)
+        return self._value
+
+
+class _RequestHeaders:
+    """The request headers, read-only, as twisted.web's L{Headers} reads them."""
+
+    __slots__ = ("_headers",)
+
+    def __init__(self, headers: dict[bytes, list[bytes]]) -> None:
+        self._headers = headers
+
+    def getRawHeaders(self, name: bytes | str, default: Any = None) -> Any:
+        if isinstance(name, str):
+            name = name.encode("latin-1")
+        return self._headers.get(name.lower(), default)
+
+    def hasHeader(self, name: bytes | str) -> bool:
+        return self.getRawHeaders(name) is not None
+
+
+class DirectRequest:
+    """
+    One request read by a L{DirectChannel}: the part of twisted.web's
+    L{IRequest} that L{IDirectResource}s use, with twisted.web's behaviour
+    (default headers, C{Content-Type} default, chunked framing when no
+    length is set, no body for C{HEAD}, 204 and 304, conditional
+    requests).
+    """
+
+    postpath: tuple[bytes, ...] = ()
+    defaultContentType = b"text/html"
+
+    def __init__(
+        self,
+        channel: DirectChannel,
+        method: bytes,
+        uri: bytes,
+        path: bytes,
+        query: bytes | None,
+        headers: dict[bytes, list[bytes]],
+        body: bytes,
+        close: bool,
+    ) -> None:
+        self.channel = channel
+        self.method = method
+        self.uri = uri
+        self.path = path
+        self.clientproto = b"HTTP/1.1"
+        self.requestHeaders = _RequestHeaders(headers)
+        self.content = BytesIO(body)
+        self.code = OK
+        self.code_message = b"OK"
+        self.etag: bytes | None = None
+        self.lastModified: int | None = None
+        self.startedWriting = False
+        self.finished = False
+        self.sentLength = 0
+        self._query = query
+        self._args: dict[bytes, list[bytes]] | None = None
+        self._close = close
+        self._chunked = False
+        self._bodiless = False
+        self._disconnected = False
+        self._notifications: list[Deferred[None]] = []
+        out: dict[bytes, bytes] = {}
+        if close:
+            out[b"Connection"] = b"close"
+        out[b"Server"] = _SERVER
+        out[b"Date"] = channel.date()
+        self._out = out
+
+    # Reading the request.
+
+    @property
+    def args(self) -> dict[bytes, list[bytes]]:
+        """The query's arguments (parsed when first asked for)."""
+        if self._args is None:
+            self._args = parse_qs(self._query, keep_blank_values=True) if self._query else {}
+        return self._args
+
+    def getHeader(self, name: bytes | str) -> bytes | None:
+        """The last value of request header C{name}, or None."""
+        values = self.requestHeaders.getRawHeaders(name)
+        return values[-1] if values else None
+
+    def getClientAddress(self) -> Any:
+        """The peer's address."""
+        return self.channel.transport.getPeer()
+
+    # Writing the response.
+
+    def setResponseCode(self, code: int, message: bytes | None = None) -> None:
+        """Set the status code (and its phrase)."""
+        self.code = code
+        self.code_message = message or RESPONSES.get(code, b"Unknown Status")
+
+    def setHeader(self, name: bytes | str, value: bytes | str) -> None:
+        """Set response header C{name} to C{value}, replacing any other."""
+        if isinstance(name, str):
+            name = name.encode("latin-1")
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if b"\r" in value or b"\n" in value:
+            value = value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
+        self._out[_canonical(name)] = value
+
+    def setLastModified(self, when: float) -> object:
+        """Set C{Last-Modified}; L{CACHED} when If-Modified-Since holds."""
+        when = int(math.ceil(when))
+        if not self.lastModified or self.lastModified < when:
+            self.lastModified = when
+        since = self.getHeader(b"If-Modified-Since")
+        if since:
+            try:
+                modified = stringToDatetime(since.split(b";", 1)[0])
+            except ValueError:
+                return None
+            if modified >= self.lastModified:
+                self.setResponseCode(NOT_MODIFIED)
+                return CACHED
+        return None
+
+    def setETag(self, etag: bytes) -> object:
+        """Set C{ETag}; L{CACHED} when If-None-Match names it."""
+        if etag:
+            self.etag = etag
+        tags = self.getHeader(b"If-None-Match")
+        if tags:
+            listed = tags.split()
+            if etag in listed or b"*" in listed:
+                self.setResponseCode(
+                    NOT_MODIFIED
+                    if self.method in (b"HEAD", b"GET")
+                    else PRECONDITION_FAILED
+                )
+                return CACHED
+        return None
+
+    def write(self, data: bytes) -> None:
+        """Write part of the body; the first write sends the head too."""
+        if self.finished:
+            raise RuntimeError("DirectRequest.write called after finish")
+        if self._disconnected:
+            return
+        if self.startedWriting:
+            if data and not self._bodiless:
+                self.sentLength += len(data)
+                self.channel.write(_chunk(data) if self._chunked else data)
+            return
+        self.startedWriting = True
+        out = self._out
+        code = self.code
+        bodiless = self.method == b"HEAD" or code in NO_BODY_CODES
+        if (
+            code not in (NOT_MODIFIED, NO_CONTENT)
+            and b"Content-Type" not in out
+            and out.get(b"Content-Length") != b"0"
+        ):
+            out[b"Content-Type"] = self.defaultContentType
+        if b"Content-Length" not in out and not bodiless:
+            out[b"Transfer-Encoding"] = b"chunked"
+            self._chunked = True
+        if self.lastModified is not None and b"Last-Modified" not in out:
+            out[b"Last-Modified"] = http_date(self.lastModified)
+        if self.etag is not None:
+            out[b"ETag"] = self.etag
+        head = [b"HTTP/1.1 %d %s\r\n" % (code, self.code_message)]
+        head += [b"%s: %s\r\n" % item for item in out.items()]
+        head.append(b"\r\n")
+        self._bodiless = bodiless
+        if data and not bodiless:
+            self.sentLength += len(data)
+            head.append(_chunk(data) if self._chunked else data)
+        self.channel.write(b"".join(head))
+
+    def finish(self) -> None:
+        """The response is complete."""
+        if self._disconnected:
+            raise RuntimeError(
+                "DirectRequest.finish called after its connection was lost; "
+                "use notifyFinish to keep track of this"
+            )
+        if self.finished:
+            return
+        if not self.startedWriting:
+            self.write(b"")
+        if self._chunked:
+            self.channel.write(b"0\r\n\r\n")
+        self.finished = True
+        notifications, self._notifications = self._notifications, []
+        for notification in notifications:
+            notification.callback(None)
+        self.channel.request_done(self, self._close)
+
+    def notifyFinish(self) -> Deferred[None]:
+        """Fires with None when the response is complete, or fails when the peer goes."""
+        notification: Deferred[None] = Deferred()
+        self._notifications.append(notification)
+        return notification
+
+    def connection_lost(self, reason: Failure) -> None:
+        """The peer went away before the response was complete."""
+        self._disconnected = True
+        notifications, self._notifications = self._notifications, []
+        for notification in notifications:
+            notification.errback(reason)
+
+    # Rendering.
+
+    def render(self, found: Any) -> None:
+        """Render C{found}, as twisted.web's L{server.Request.render} does."""
+        try:
+            body = found.render(self)
+        except Exception:
+            self._failed(Failure())
+            return
+        if body is NOT_DONE_YET:
+            return
+        if not isinstance(body, bytes):
+            self._failed(Failure(TypeError(f"{found!r} rendered {type(body).__name__}, not bytes")))
+            return
+        if self.method == b"HEAD":
+            if body:
+                self.setHeader(b"Content-Length", b"%d" % len(body))
+            self.write(b"")
+        else:
+            self.setHeader(b"Content-Length", b"%d" % len(body))
+            self.write(body)
+        self.finish()
+
+    def _failed(self, reason: Failure) -> None:
+        log.failure(
+            "http.render_failed: {method} {path}",
+            reason,
+            method=self.method.decode("ascii"),
+            path=self.path.decode("ascii"),
+        )
+        if self.startedWriting:
+            self.channel.close()
+            return
+        body = (
+            b"<html><head><title>Processing Failed</title></head><body>"
+            b"<b>Processing Failed</b></body></html>"
+        )
+        self.setResponseCode(INTERNAL_SERVER_ERROR)
+        self.setHeader(b"Content-Type", b"text/html")
+        self.setHeader(b"Content-Length", b"%d" % len(body))
+        self.write(body)
+        self.finish()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@implementer(IPushProducer)
+class DirectChannel(Protocol):
+    """
+    A L{BeaconSite} connection: plain requests to direct resources are
+    answered here, and the connection is handed to twisted.web's channel at
+    the first request that is not (see the module docstring).
+    """
+
+    #: A stream transport (TCP, TLS or unix): a producer's consumer too.
+    transport: Any
+
+    def __init__(
+        self,
+        site: BeaconSite,
+        fallback: Callable[[], Any],
+    ) -> None:
+        """
+        @param site: The site (its resource tree, clock and limits).
+        @param fallback: Builds the twisted.web channel for a hand-over.
+        """
+        self._site = site
+        self._clock = site.reactor
+        self._fallback = fallback
+        self.date = site.date_header
+        self.http: Any = None
+        self._buffer = b""
+        self._current: DirectRequest | None = None
+        self._parsing = False
+        self._hand_over_pending = False
+        self._write_paused = False
+        self._reading_paused = False
+        self._closing = False
+        self._phase: str | None = None
+        self._deadline: Any = None
+        self._idle: Any = None
+        self._abort: Any = None
+        self._last_activity = 0.0
+
+    # Connection events.
+
+    def connectionMade(self) -> None:
+        assert self.transport is not None
+        self.transport.registerProducer(self, True)
+        self._last_activity = self._clock.seconds()
+        if self._site.timeOut:
+            self._idle = self._clock.callLater(self._site.timeOut, self._idle_check)
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.http is not None:
+            self.http.dataReceived(data)
+            return
+        if self._closing:
+            return
+        self._last_activity = self._clock.seconds()
+        self._buffer = self._buffer + data if self._buffer else data
+        if self._current is None:
+            self._read_requests()
+        elif len(self._buffer) > MAX_HEAD + self._site.max_body:
+            self._set_reading()
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self._stop_timers()
+        if self._abort is not None and self._abort.active():
+            self._abort.cancel()
+        self._buffer = b""
+        if self.http is not None:
+            self.http.connectionLost(reason)
+            return
+        current, self._current = self._current, None
+        if current is not None:
+            current.connection_lost(reason or Failure(ConnectionError("connection lost")))
+
+    # IPushProducer, for the transport's write buffer.
+
+    def pauseProducing(self) -> None:
+        """The peer is not reading its answers: read no further request."""
+        self._write_paused = True
+        self._set_reading()
+
+    def resumeProducing(self) -> None:
+        """The answers drained: go on."""
+        self._write_paused = False
+        self._set_reading()
+        if self._current is None and self.http is None:
+            self._read_requests()
+
+    def stopProducing(self) -> None:
+        """The transport is going away."""
+
+    # Reading requests.
+
+    def _read_requests(self) -> None:
+        if self._parsing:
+            return
+        self._parsing = True
+        try:
+            while (
+                self._buffer
+                and self._current is None
+                and self.http is None
+                and not self._write_paused
+                and not self._closing
+            ):
+                if not self._read_one():
+                    break
+        finally:
+            self._parsing = False
+        if self._current is None and self.http is None and not self._closing:
+            self._time_arrival()
+
+    def _read_one(self) -> bool:
+        """
+        Read and start the request at the head of the buffer.
+
+        @return: Whether one was started (False: it has not all arrived,
+            or the connection was handed over).
+        """
+        buffer = self._buffer
+        end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+        if end < 0:
+            if len(buffer) > MAX_HEAD:
+                self._hand_over()
+            return False
+        line_end = buffer.find(b"\r\n")
+        line = _REQUEST_LINE.fullmatch(buffer, 0, line_end)
+        if line is None:
+            self._hand_over()
+            return False
+        block = buffer[line_end + 2 : end + 2]
+        if _HEADER_BLOCK.fullmatch(block) is None:
+            self._hand_over()
+            return False
+        headers: dict[bytes, list[bytes]] = {}
+        for name, value in _HEADER.findall(block):
+            name = name.lower()
+            if name in headers:
+                headers[name].append(value)
+            else:
+                headers[name] = [value]
+        method = line.group(1)
+        path = line.group(2)
+        length = 0
+        declared = headers.get(b"content-length")
+        if (
+            len(headers) > MAX_HEADERS
+            or not _HANDED_OVER.isdisjoint(headers)
+            or (declared is not None and (len(declared) != 1 or not declared[0].isdigit()))
+        ):
+            self._hand_over()
+            return False
+        if declared is not None:
+            length = int(declared[0])
+        if method == b"POST":
+            # No declared length, or one over the cap: twisted.web answers.
+            plain = declared is not None and length <= self._site.max_body
+        else:
+            plain = length == 0
+        if not plain:
+            self._hand_over()
+            return False
+        found = direct_resource(self._site.resource, path)
+        if found is None:
+            self._hand_over()
+            return False
+        start = end + 4
+        if len(buffer) < start + length:
+            return False
+        body = buffer[start : start + length]
+        self._buffer = buffer[start + length :]
+        close = False
+        connection = headers.get(b"connection")
+        if connection is not None:
+            close = b"close" in [
+                token.strip().lower() for value in connection for token in value.split(b",")
+            ]
+        query = line.group(3)
+        uri = path + query if query else path
+        request = DirectRequest(
+            self, method, uri, path, query[1:] if query else None, headers, body, close
+        )
+        self._current = request
+        self._cancel_deadline()
+        request.render(found)
+        return True
+
+    def request_done(self, request: DirectRequest, close: bool) -> None:
+        """C{request}'s response is complete: read the next, or close."""
+        if request is not self._current:
+            return
+        self._current = None
+        self._last_activity = self._clock.seconds()
+        if close:
+            self.close()
+            return
+        if self._hand_over_pending:
+            self._hand_over()
+            return
+        self._set_reading()
+        self._read_requests()
+
+    # Writing and closing.
+
+    def write(self, data: bytes) -> None:
+        """Write C{data} to the peer."""
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def close(self) -> None:
+        """Close once the answers are written; abort if they do not drain."""
+        if self._closing:
+            return
+        self._closing = True
+        self._stop_timers()
+        assert self.transport is not None
+        self.transport.loseConnection()
+        self._abort = self._clock.callLater(ABORT_TIMEOUT, self._abort_now)
+
+    loseConnection = close
+
+    def _abort_now(self) -> None:
+        self._abort = None
+        assert self.transport is not None
+        self.transport.abortConnection()
+
+    # The hand-over to twisted.web.
+
+    def _hand_over(self) -> None:
+        """From now on, twisted.web's channel serves this connection."""
+        if self._current is not None:
+            self._hand_over_pending = True
+            return
+        self._hand_over_pending = False
+        self._stop_timers()
+        assert self.transport is not None
+        self.transport.unregisterProducer()
+        if self._reading_paused:
+            self._reading_paused = False
+            self.transport.resumeProducing()
+        channel = self._fallback()
+        self.http = channel
+        channel.makeConnection(self.transport)
+        data, self._buffer = self._buffer, b""
+        if data:
+            channel.dataReceived(data)
+
+    # Flow control and time.
+
+    def _set_reading(self) -> None:
+        """Read from the peer unless its answers or its requests back up."""
+        if self.transport is None or self.http is not None:
+            return
+        pause = self._write_paused or (
+            self._current is not None and len(self._buffer) > MAX_HEAD + self._site.max_body
+        )
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                self.transport.pauseProducing()
+            else:
+                self.transport.resumeProducing()
+
+    def _time_arrival(self) -> None:
+        """Start the deadline of what the buffer holds half-arrived."""
+        if not self._buffer:
+            self._cancel_deadline()
+            return
+        phase = "body" if b"\r\n\r\n" in self._buffer[: MAX_HEAD + 4] else "headers"
+        if phase == self._phase:
+            return
+        self._cancel_deadline()
+        setting = "body_timeout" if phase == "body" else "header_timeout"
+        seconds = getattr(self._site, setting, None)
+        if seconds:
+            self._phase = phase
+            self._deadline = self._clock.callLater(seconds, self._too_slow, phase, seconds)
+
+    def _too_slow(self, what: str, seconds: float) -> None:
+        from beacon.bindings._http import refuse_slow
+
+        self._deadline = self._phase = None
+        refuse_slow(self, what, seconds)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            if self._deadline.active():
+                self._deadline.cancel()
+            self._deadline = self._phase = None
+
+    def _idle_check(self) -> None:
+        timeout: float = self._site.timeOut or 0.0
+        now = self._clock.seconds()
+        if self._current is None and now - self._last_activity >= timeout:
+            self._idle = None
+            assert self.transport is not None
+            log.info(
+                "http.idle_timeout: closed a connection from {source} silent for {seconds} s",
+                source=getattr(self.transport.getPeer(), "host", "unknown"),
+                seconds=timeout,
+            )
+            self.close()
+            return
+        wait = timeout if self._current is not None else self._last_activity + timeout - now
+        self._idle = self._clock.callLater(wait, self._idle_check)
+
+    def _stop_timers(self) -> None:
+        self._cancel_deadline()
+        if self._idle is not None:
+            if self._idle.active():
+                self._idle.cancel()
+            self._idle = None
+
+
+__all__ = ["DirectChannel", "DirectRequest", "IDirectResource", "direct_resource"]

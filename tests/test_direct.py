@@ -1,0 +1,415 @@
+"""
+The direct channel (L{beacon.bindings._direct}): what it answers is what
+twisted.web answers, byte for byte but the Date; it hands anything that is
+not plain to twisted.web, after the request in flight; it keeps answers in
+order, bounds what it buffers, stops reading while the peer does not read,
+and keeps the site's deadlines and idle timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+from zope.interface import implementer
+
+from beacon.bindings._direct import MAX_HEAD, DirectChannel, IDirectResource, direct_resource
+from beacon.bindings._http import BeaconSite, Container
+from beacon.config import build_config
+from beacon.service import beacon_resources
+from beacon.testing import MemoryStore
+
+PEER = IPv4Address("TCP", "192.0.2.7", 4321)
+SEND = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    }
+).encode()
+
+
+def post(body: bytes, path: bytes = b"/a2a/v1", headers: bytes = b"") -> bytes:
+    return (
+        b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Type: application/json\r\n" + headers +
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+
+
+def get(path: bytes, headers: bytes = b"", method: bytes = b"GET") -> bytes:
+    return method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n"
+
+
+class Server:
+    """Beacon's public tree on a BeaconSite, direct or twisted.web only."""
+
+    def __init__(self, direct: bool, **config: Any) -> None:
+        self.clock = Clock()
+        self.clock.advance(1_800_000_000)
+        settings: dict[str, Any] = {"limits": {"rate": 0}}
+        settings.update(config)
+        self.store = MemoryStore()
+        resources = beacon_resources(build_config(settings), self.store, self.clock)
+        resources.publish("http://127.0.0.1:8080")
+        self.site = BeaconSite(
+            resources.mount(Container()),
+            clock=self.clock,
+            direct=direct,
+            idle_timeout=60,
+            header_timeout=10,
+            body_timeout=30,
+        )
+
+    def connect(self) -> tuple[Any, StringTransport]:
+        channel = self.site.buildProtocol(PEER)
+        transport = StringTransport(peerAddress=PEER)
+        channel.makeConnection(transport)
+        return channel, transport
+
+    def exchange(self, *reads: bytes) -> tuple[bytes, Any, StringTransport]:
+        channel, transport = self.connect()
+        for data in reads:
+            channel.dataReceived(data)
+        return transport.value(), channel, transport
+
+
+def comparable(raw: bytes) -> bytes:
+    """C{raw} with the Date headers and the random ids made equal."""
+    raw = re.sub(rb"\r\nDate: [^\r]*", b"\r\nDate: -", raw)
+    return re.sub(rb"[a-z2-7]{32}", b"<id>", raw)
+
+
+PLAIN = {
+    "card": get(b"/.well-known/agent-card.json"),
+    "card HEAD": get(b"/.well-known/agent-card.json", method=b"HEAD"),
+    "card If-None-Match *": get(b"/.well-known/agent-card.json", b"If-None-Match: *\r\n"),
+    "card If-Modified-Since": get(
+        b"/.well-known/agent-card.json", b"If-Modified-Since: Sun, 17 Jan 2077 08:00:00 GMT\r\n"
+    ),
+    "card stale If-Modified-Since": get(
+        b"/.well-known/agent-card.json", b"If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+    ),
+    "card bad If-Modified-Since": get(b"/.well-known/agent-card.json", b"If-Modified-Since: never\r\n"),
+    "card POST": post(b"{}", b"/.well-known/agent-card.json"),
+    "SendMessage": post(SEND),
+    "SendMessage, version in the query": post(SEND, b"/a2a/v1?A2A-Version=1.0").replace(
+        b"A2A-Version: 1.0\r\n", b""
+    ),
+    "SendMessage, extensions": post(SEND, headers=b"A2A-Extensions: https://x/e1, https://x/e2\r\n"),
+    "SendMessage, Connection: close": post(SEND, headers=b"Connection: keep-alive, Close\r\n"),
+    "notification": post(b'{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}'),
+    "unparsable JSON": post(b"{nope"),
+    "no version": post(SEND).replace(b"A2A-Version: 1.0\r\n", b""),
+    "GET of the endpoint": get(b"/a2a/v1"),
+    "HEAD of the endpoint": get(b"/a2a/v1", method=b"HEAD"),
+    "native submission": post(
+        json.dumps({"subject": "s", "body": "b", "from": {"name": "n"}}).encode(),
+        b"/beacon/0.1/submissions",
+    ),
+    "native, wrong media type": post(b"{}", b"/beacon/0.1/submissions").replace(
+        b"application/json", b"text/plain"
+    ),
+    "discovery": get(b"/.well-known/autonomous-agent"),
+    "schema": get(b"/beacon/0.1/message.schema.json"),
+}
+
+HANDED_OVER = {
+    "unknown path": get(b"/nowhere"),
+    "trailing slash": get(b"/a2a/v1/"),
+    "percent-escape": get(b"/.well-known/agent-card%2Ejson"),
+    "HTTP/1.0": get(b"/.well-known/agent-card.json").replace(b"HTTP/1.1", b"HTTP/1.0"),
+    "absolute form": get(b"http://x/.well-known/agent-card.json").replace(b"GET http", b"GET http"),
+    "OPTIONS": get(b"/a2a/v1", method=b"OPTIONS"),
+    "obs-fold": get(b"/.well-known/agent-card.json", b"X-A: 1\r\n  2\r\n"),
+    "space before colon": get(b"/.well-known/agent-card.json", b"X-A : 1\r\n"),
+    "duplicate Content-Length": post(SEND, headers=b"Content-Length: 3\r\n"),
+    "Expect": post(SEND, headers=b"Expect: 100-continue\r\n"),
+    "chunked": (
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n" % len(SEND) + SEND + b"\r\n0\r\n\r\n"
+    ),
+    "POST without length": b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n\r\n",
+    "GET with a body": get(b"/.well-known/agent-card.json", b"Content-Length: 2\r\n") + b"{}",
+    "WebSocket upgrade": get(
+        b"/a2a/ws",
+        b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+    ),
+    "head over the direct limit": get(b"/.well-known/agent-card.json", b"X-Big: " + b"a" * MAX_HEAD + b"\r\n"),
+    "body over the cap": post(b"x" * 70000),
+}
+
+
+@pytest.mark.parametrize("request_bytes", PLAIN.values(), ids=PLAIN.keys())
+def test_plain_requests_are_answered_directly_as_twisted_web_would(request_bytes: bytes) -> None:
+    """The direct channel answers plain requests itself, with the bytes twisted.web sends."""
+    direct, channel, _ = Server(direct=True).exchange(request_bytes)
+    web, _, _ = Server(direct=False).exchange(request_bytes)
+    assert isinstance(channel, DirectChannel)
+    assert channel.http is None
+    assert comparable(direct) == comparable(web)
+    assert direct.startswith(b"HTTP/1.1 ")
+
+
+@pytest.mark.parametrize("request_bytes", HANDED_OVER.values(), ids=HANDED_OVER.keys())
+def test_other_requests_are_handed_to_twisted_web(request_bytes: bytes) -> None:
+    """Anything not plain goes to twisted.web's channel, which answers as it always does."""
+    direct, channel, _ = Server(direct=True).exchange(request_bytes)
+    web, _, _ = Server(direct=False).exchange(request_bytes)
+    assert channel.http is not None
+    assert comparable(direct) == comparable(web)
+
+
+def test_the_date_comes_from_the_clock() -> None:
+    """The direct channel's Date header is the site's clock, formatted once per second."""
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(get(b"/.well-known/agent-card.json"))
+    assert b"\r\nDate: Fri, 15 Jan 2027 08:00:00 GMT\r\n" in raw
+    transport.clear()
+    server.clock.advance(59)
+    channel.dataReceived(get(b"/.well-known/agent-card.json"))
+    assert b"\r\nDate: Fri, 15 Jan 2027 08:00:59 GMT\r\n" in transport.value()
+
+
+def test_requests_on_one_connection_and_pipelined_are_all_answered() -> None:
+    """Keep-alive and pipelining: several requests in one read get their answers in order."""
+    server = Server(direct=True)
+    card = get(b"/.well-known/agent-card.json")
+    raw, channel, transport = server.exchange(card + post(SEND) + card)
+    answers = raw.split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200", b"200", b"200"]
+    assert b"TASK_STATE_SUBMITTED" in answers[1]
+    assert channel.http is None
+    assert len(server.store.submissions) == 1
+    assert not transport.disconnecting
+
+
+def test_a_body_that_arrives_in_later_reads_is_served_directly() -> None:
+    """The head in one read and the body in several: still served by the direct channel."""
+    server = Server(direct=True)
+    data = post(SEND)
+    head_end = data.index(b"\r\n\r\n") + 4
+    channel, transport = server.connect()
+    channel.dataReceived(data[:10])
+    channel.dataReceived(data[10:head_end])
+    channel.dataReceived(data[head_end : head_end + 5])
+    assert transport.value() == b""
+    channel.dataReceived(data[head_end + 5 :])
+    assert transport.value().startswith(b"HTTP/1.1 200 OK\r\n")
+    assert channel.http is None
+
+
+def test_connection_close_is_honoured() -> None:
+    """C{Connection: close}: the answer says so, the connection closes, later bytes are ignored."""
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(
+        get(b"/.well-known/agent-card.json", b"Connection: close\r\n") + get(b"/a2a/v1")
+    )
+    assert raw.count(b"HTTP/1.1 ") == 1
+    assert b"\r\nConnection: close\r\n" in raw
+    assert transport.disconnecting
+
+
+def test_access_log_serves_every_request_through_twisted_web() -> None:
+    """With the access log on, connections are twisted.web's, so that every request has its line."""
+    site = BeaconSite(Resource(), access_log=True, clock=Clock())
+    assert not isinstance(site.buildProtocol(PEER), DirectChannel)
+
+
+# A resource that answers when told, to hold a request in flight.
+
+
+@implementer(IDirectResource)
+class Held(Resource):
+    isLeaf = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[Any] = []
+        self.gone: list[Failure] = []
+
+    def render_GET(self, request: Any) -> Any:
+        self.waiting.append(request)
+        request.notifyFinish().addErrback(self.gone.append)
+        return NOT_DONE_YET
+
+    def answer(self, body: bytes = b"held") -> None:
+        request = self.waiting.pop(0)
+        request.setHeader(b"Content-Length", b"%d" % len(body))
+        request.write(body)
+        request.finish()
+
+
+@implementer(IDirectResource)
+class Fast(Resource):
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        return b"fast"
+
+
+@implementer(IDirectResource)
+class Broken(Resource):
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        raise ValueError("a bug")
+
+
+def held_site(clock: Clock | None = None, **kw: Any) -> tuple[Held, BeaconSite]:
+    root = Container()
+    held = Held()
+    root.putChild(b"held", held)
+    root.putChild(b"fast", Fast())
+    root.putChild(b"broken", Broken())
+    clock = clock or Clock()
+    return held, BeaconSite(root, clock=clock, **kw)
+
+
+def connect(site: BeaconSite) -> tuple[Any, StringTransport]:
+    channel = site.buildProtocol(PEER)
+    transport = StringTransport(peerAddress=PEER)
+    channel.makeConnection(transport)
+    return channel, transport
+
+
+def test_answers_keep_the_order_of_the_requests() -> None:
+    """A request behind one in flight waits for it: answers never overtake."""
+    held, site = held_site()
+    channel, transport = connect(site)
+    channel.dataReceived(get(b"/held") + get(b"/fast"))
+    assert transport.value() == b""
+    held.answer()
+    answers = transport.value().split(b"HTTP/1.1 ")[1:]
+    assert [a.rsplit(b"\r\n\r\n", 1)[1] for a in answers] == [b"held", b"fast"]
+
+
+def test_the_hand_over_waits_for_the_request_in_flight() -> None:
+    """A request for twisted.web behind one in flight is handed over only once that one is answered."""
+    held, site = held_site()
+    channel, transport = connect(site)
+    channel.dataReceived(get(b"/held") + get(b"/nowhere"))
+    assert transport.value() == b""
+    assert channel.http is None
+    held.answer()
+    answers = transport.value().split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200", b"404"]
+    assert channel.http is not None
+
+
+def test_what_is_buffered_behind_a_request_in_flight_is_bounded() -> None:
+    """Behind a request in flight, reading pauses once more than a head and a body are buffered."""
+    held, site = held_site(max_body=1000)
+    channel, transport = connect(site)
+    channel.dataReceived(get(b"/held"))
+    filler = get(b"/fast") * 100
+    sent = 0
+    while transport.producerState == "producing":
+        channel.dataReceived(filler)
+        sent += 100
+    assert MAX_HEAD + 1000 < len(channel._buffer) <= MAX_HEAD + 1000 + len(filler)
+    held.answer()
+    assert transport.producerState == "producing"
+    assert transport.value().count(b"\r\n\r\nfast") == sent
+
+
+def test_no_request_is_read_while_the_peer_does_not_read_its_answers() -> None:
+    """When the transport's write buffer is full, no further request is read until it drains."""
+    _, site = held_site()
+    channel, transport = connect(site)
+    channel.pauseProducing()
+    assert transport.producerState == "paused"
+    channel.dataReceived(get(b"/fast") * 3)
+    assert transport.value() == b""
+    channel.resumeProducing()
+    assert transport.producerState == "producing"
+    assert transport.value().count(b"HTTP/1.1 200 OK") == 3
+
+
+def test_a_peer_that_goes_away_mid_request_is_noticed() -> None:
+    """The request in flight learns of the lost connection through notifyFinish; writing afterwards is harmless."""
+    held, site = held_site()
+    channel, transport = connect(site)
+    channel.dataReceived(get(b"/held"))
+    request = held.waiting[0]
+    channel.connectionLost(Failure(ConnectionDone()))
+    assert held.gone and held.gone[0].check(ConnectionDone)
+    request.write(b"late")
+    assert transport.value() == b""
+    assert site.open_connections == 0
+
+
+def test_a_failing_resource_gets_500_and_the_connection_goes_on(logged_events: Any) -> None:
+    """An exception in render: 500 without a traceback, logged as http.render_failed; the next request is served."""
+    logged_events.expect_failures()
+    _, site = held_site()
+    channel, transport = connect(site)
+    channel.dataReceived(get(b"/broken") + get(b"/fast"))
+    answers = transport.value().split(b"HTTP/1.1 ")[1:]
+    assert answers[0].startswith(b"500 Internal Server Error")
+    assert b"Traceback" not in answers[0] and b"a bug" not in answers[0]
+    assert answers[1].endswith(b"\r\n\r\nfast")
+    assert logged_events.named("http.render_failed")
+
+
+def test_idle_timeout_waits_for_the_request_in_flight() -> None:
+    """The idle timeout counts from the last read or answer, and never cuts a request in flight."""
+    clock = Clock()
+    held, site = held_site(clock, idle_timeout=60)
+    channel, transport = connect(site)
+    clock.advance(50)
+    channel.dataReceived(get(b"/held"))
+    clock.advance(100)
+    assert not transport.disconnecting
+    held.answer()
+    clock.advance(59)
+    assert not transport.disconnecting
+    clock.advance(1)
+    assert transport.disconnecting
+    channel.connectionLost(Failure(ConnectionDone()))
+    assert [c for c in clock.getDelayedCalls() if c.active()] == []
+
+
+def test_a_closing_connection_that_does_not_drain_is_aborted() -> None:
+    """After closing, a peer that never reads is cut off after the abort timeout."""
+    clock = Clock()
+    _, site = held_site(clock, idle_timeout=60)
+    channel, transport = connect(site)
+    clock.advance(60)
+    assert transport.disconnecting
+    aborted: list[bool] = []
+    transport.abortConnection = lambda: aborted.append(True)  # type: ignore[method-assign]
+    clock.advance(15)
+    assert aborted == [True]
+
+
+def test_routes_only_through_plain_children() -> None:
+    """Direct routing follows children dictionaries only, and never past a resource that routes itself."""
+
+    class Gate(Resource):
+        def getChildWithDefault(self, path: bytes, request: Any) -> Any:
+            return Resource()
+
+    root = Resource()
+    fast = Fast()
+    gate = Gate()
+    gate.putChild(b"fast", fast)
+    root.putChild(b"gate", gate)
+    root.putChild(b"fast", fast)
+    root.putChild(b"plain", Resource())
+    assert direct_resource(root, b"/fast") is fast
+    assert direct_resource(root, b"/gate/fast") is None
+    assert direct_resource(root, b"/plain") is None
+    assert direct_resource(root, b"/fast/more") is None
+    assert direct_resource(root, b"/") is None
