@@ -82,7 +82,7 @@ def measure(workload: str, count: int) -> float:
     task_id = ""
     if workload == "get":
         channel.dataReceived(post(send_body(0)))
-        found = re.search(rb'"task":\{"id":"([a-z2-7]{32})"', transport.value())
+        found = re.search(rb'"task":\{"id":"([0-9a-v]{36})"', transport.value())
         assert found is not None, transport.value()
         task_id = found.group(1).decode()
         transport.clear()

@@ -664,20 +664,40 @@ def test_card_provider_only_when_configured() -> None:
 
 
 @settings(max_examples=500)
-@given(raw=st.binary(min_size=20, max_size=20))
-def test_ids_are_rfc4648_base32_of_160_bits(raw: bytes) -> None:
-    """base32_160 writes exactly what base64.b32encode writes, in lower case."""
+@given(bits=st.integers(min_value=0, max_value=(1 << 180) - 1))
+def test_ids_are_rfc4648_base32hex(bits: int) -> None:
+    """base32hex writes what base64.b32hexencode writes, in lower case, and keeps the order of the numbers."""
     import base64
 
-    from beacon.intake._submission import base32_160
+    from beacon.intake._submission import base32hex
 
-    assert base32_160(raw) == base64.b32encode(raw).decode("ascii").lower()
+    encoded = base64.b32hexencode((bits << 4).to_bytes(23, "big")).decode("ascii").lower()
+    assert base32hex(bits, 36) == encoded[:36]
+    assert (base32hex(bits, 36) < base32hex(bits + 1, 36)) or bits + 1 == 1 << 180
 
 
-def test_new_ids_are_32_base32_digits_and_distinct() -> None:
-    """A receipt id is 32 lowercase base32 digits; a thousand of them are distinct."""
-    from beacon.intake._submission import new_id
+def test_new_ids_are_36_base32_digits_time_first_and_distinct() -> None:
+    """
+    An id is 36 lowercase base32hex digits: the millisecond of issue (48 bits),
+    then 132 random bits; a thousand issued in one millisecond are
+    distinct, and ids sort by their time of issue.
+    """
+    from beacon.intake._submission import ID_RANDOM_BITS, new_id
 
-    ids = {new_id() for _ in range(1000)}
+    def value(text: str) -> int:
+        bits = 0
+        for digit in text:
+            bits = bits * 32 + "0123456789abcdefghijklmnopqrstuv".index(digit)
+        return bits
+
+    now = 1_800_000_000.123
+    ids = {new_id(now) for _ in range(1000)}
     assert len(ids) == 1000
-    assert all(re.fullmatch(r"[a-z2-7]{32}", i) for i in ids)
+    assert all(re.fullmatch(r"[0-9a-v]{36}", i) for i in ids)
+    assert {value(i) >> ID_RANDOM_BITS for i in ids} == {1_800_000_000_123}
+    randoms = {value(i) & ((1 << ID_RANDOM_BITS) - 1) for i in ids}
+    assert len(randoms) == 1000
+    assert max(randoms).bit_length() > 128
+    later = [new_id(now + step * 0.002) for step in range(1, 50)]
+    assert sorted(later) == later
+    assert max(ids) < later[0]

@@ -82,7 +82,7 @@ def test_submit_answers_a_byte_exact_receipt(beacon: Beacon, document: dict[str,
     assert set(answer) == {"receipt"}
     receipt = answer["receipt"]
     assert set(receipt) == {"id", "receivedAt", "sha256"}
-    assert re.fullmatch(r"[a-z0-9]{32}", receipt["id"])
+    assert re.fullmatch(r"[a-z0-9]{36}", receipt["id"])
     assert receipt["receivedAt"] == "2027-01-15T08:00:00.250Z"
     assert receipt["sha256"] == hashlib.sha256(canonical(document)).hexdigest()
     assert response.headers.getRawHeaders("Location") == [f"submissions/{receipt['id']}"]

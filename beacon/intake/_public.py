@@ -111,10 +111,11 @@ class PublicPolicy(NoPushNoExtendedCard):
         @raise InternalError: (asynchronously) the store failed; nothing was
             stored and no receipt may be given.
         """
+        now = self._clock.seconds()
         submission = Submission(
-            id=new_id(),
-            context_id=new_id(),
-            received_at_ms=int(self._clock.seconds() * 1000),
+            id=new_id(now),
+            context_id=new_id(now),
+            received_at_ms=int(now * 1000),
             door=context.binding,
             source=context.source,
             kind=content.kind,
