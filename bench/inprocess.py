@@ -13,7 +13,8 @@ channel on a StringTransport, one after another.
     .venv/bin/python bench/inprocess.py send --callgrind   # instructions per request
 
 Workloads: send (SendMessage with a small text message), get (GetTask of a
-stored task), card (GET of the agent card). --callgrind runs this script
+stored task), card (GET of the agent card), ws (SendMessage as one masked
+text frame on a WebSocket connection of the A2A WebSocket binding). --callgrind runs this script
 twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
 the difference of the instruction counts by 1,000: the same figure for the
 same code on any run, whatever else the machine does. What it leaves out
@@ -57,6 +58,17 @@ def post(body: bytes) -> bytes:
     ) + body
 
 
+def frame(payload: bytes) -> bytes:
+    """A client's text frame: final, masked (with a zero key: RFC 6455 lets
+    the server take any key, and the payload stays as it is)."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, 0x80 | size))
+    else:
+        head = bytes((0x81, 0x80 | 126)) + size.to_bytes(2, "big")
+    return head + b"\0\0\0\0" + payload
+
+
 def send_body(n: int) -> bytes:
     return (
         b'{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":'
@@ -75,9 +87,20 @@ def measure(workload: str, count: int) -> float:
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
-    channel = site.buildProtocol(PEER)
+    if workload == "ws":
+        channel = resources.websocket.buildProtocol(PEER)
+    else:
+        channel = site.buildProtocol(PEER)
     transport = StringTransport(peerAddress=PEER, hostAddress=HOST)
     channel.makeConnection(transport)
+    if workload == "ws":
+        channel.dataReceived(
+            b"GET /a2a/ws HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nA2A-Version: 1.0\r\n\r\n"
+        )
+        assert transport.value().startswith(b"HTTP/1.1 101 "), transport.value()
+        transport.clear()
 
     task_id = ""
     if workload == "get":
@@ -88,6 +111,8 @@ def measure(workload: str, count: int) -> float:
         transport.clear()
 
     def request(n: int) -> bytes:
+        if workload == "ws":
+            return frame(send_body(n))
         if workload == "send":
             return post(send_body(n))
         if workload == "get":
@@ -105,7 +130,10 @@ def measure(workload: str, count: int) -> float:
     for data in requests[WARM_UP:]:
         channel.dataReceived(data)
         answer = transport.value()
-        if not answer.startswith(b"HTTP/1.1 200 "):
+        if workload == "ws":
+            if b"TASK_STATE_SUBMITTED" not in answer:
+                raise SystemExit(f"unexpected answer: {answer[:200]!r}")
+        elif not answer.startswith(b"HTTP/1.1 200 "):
             raise SystemExit(f"unexpected answer: {answer[:200]!r}")
         transport.clear()
     return (time.process_time() - started) / count
@@ -134,7 +162,7 @@ def callgrind(workload: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=("send", "get", "card"))
+    parser.add_argument("workload", choices=("send", "get", "card", "ws"))
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
     args = parser.parse_args()

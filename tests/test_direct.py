@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
@@ -413,3 +414,20 @@ def test_routes_only_through_plain_children() -> None:
     assert direct_resource(root, b"/plain") is None
     assert direct_resource(root, b"/fast/more") is None
     assert direct_resource(root, b"/") is None
+
+
+def test_tcp_connections_get_no_delay() -> None:
+    """On TCP, Nagle's algorithm is off, as twisted.web's channel sets it."""
+
+    @implementer(ITCPTransport)
+    class TCPTransport(StringTransport):
+        no_delay = False
+
+        def setTcpNoDelay(self, enabled: bool) -> None:
+            self.no_delay = enabled
+
+    _, site = held_site()
+    channel = site.buildProtocol(PEER)
+    transport = TCPTransport(peerAddress=PEER)
+    channel.makeConnection(transport)
+    assert transport.no_delay is True

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IPushProducer, ITCPTransport
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -446,6 +446,9 @@ class DirectChannel(Protocol):
 
     def connectionMade(self) -> None:
         assert self.transport is not None
+        if ITCPTransport.providedBy(self.transport):
+            # One write per answer: Nagle's algorithm would only delay it.
+            self.transport.setTcpNoDelay(True)
         self.transport.registerProducer(self, True)
         self._last_activity = self._clock.seconds()
         if self._site.timeOut:
