@@ -3,6 +3,7 @@ The public HTTP binding: agent card and A2A JSON-RPC resources, mountable in
 any Twisted L{Site} (see L{PublicResources.mount}).
 """
 
+from beacon.bindings._direct import IDirectResource
 from beacon.bindings._http import (
     DEFAULT_MAX_BODY,
     BeaconSite,
@@ -22,6 +23,7 @@ __all__ = [
     "BeaconSite",
     "Container",
     "DocumentResource",
+    "IDirectResource",
     "JSONRPCResource",
     "LimitedRequest",
     "PreparedDocument",
