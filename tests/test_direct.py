@@ -8,11 +8,15 @@ and keeps the site's deadlines and idle timeout.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_twisted
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import ITCPTransport
@@ -431,3 +435,69 @@ def test_tcp_connections_get_no_delay() -> None:
     transport = TCPTransport(peerAddress=PEER)
     channel.makeConnection(transport)
     assert transport.no_delay is True
+
+
+@pytest_twisted.ensureDeferred
+async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_path: Path) -> None:
+    """
+    On an ssl: listener, over real sockets: one kept-alive connection gets
+    the card and a SendMessage from the direct channel, then a 404 and the
+    card again from twisted.web after the hand-over; a WebSocket upgrade on
+    the same site takes its connection over.
+    """
+    from twisted.internet import reactor, threads
+    from twisted.internet.endpoints import serverFromString
+    from websockets.sync.client import connect as ws_connect
+
+    from test_websocket import _certificate
+
+    cert_path, key_path = _certificate(tmp_path)
+    store = MemoryStore()
+    resources = beacon_resources(build_config({"limits": {"rate": 0}}), store, reactor)
+    site = BeaconSite(resources.mount(Container()), clock=reactor)
+    built: list[Any] = []
+    build = site.buildProtocol
+    site.buildProtocol = lambda addr: built.append(build(addr)) or built[-1]  # type: ignore[method-assign]
+    endpoint = serverFromString(
+        reactor, f"ssl:0:interface=127.0.0.1:privateKey={key_path}:certKey={cert_path}"
+    )
+    port = await endpoint.listen(site)
+    address = port.getHost()
+    resources.publish(f"https://127.0.0.1:{address.port}")
+    context = ssl.create_default_context(cafile=str(cert_path))
+
+    def exchange() -> list[tuple[int, bytes]]:
+        connection = http.client.HTTPSConnection("127.0.0.1", address.port, context=context, timeout=10)
+        answers = []
+        for method, path, body in [
+            ("GET", "/.well-known/agent-card.json", None),
+            ("POST", "/a2a/v1", SEND),
+            ("GET", "/nowhere", None),
+            ("GET", "/.well-known/agent-card.json", None),
+        ]:
+            headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            answers.append((response.status, response.read()))
+        connection.close()
+        with ws_connect(
+            f"wss://127.0.0.1:{address.port}/a2a/ws",
+            ssl=context,
+            additional_headers={"A2A-Version": "1.0"},
+            open_timeout=10,
+        ) as ws:
+            ws.send(SEND.decode())
+            answers.append((101, ws.recv(timeout=10).encode()))
+        return answers
+
+    try:
+        answers = await threads.deferToThread(exchange)
+    finally:
+        await port.stopListening()
+    assert [status for status, _ in answers] == [200, 200, 404, 200, 101]
+    assert answers[0][1] == answers[3][1] == resources.a2a.card.body
+    for _, body in (answers[1], answers[4]):
+        assert json.loads(body)["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert len(store.submissions) == 2
+    # The kept-alive connection began direct and was handed over.
+    assert isinstance(built[0], DirectChannel) and built[0].http is not None
