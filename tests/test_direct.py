@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import ITCPTransport
@@ -501,3 +503,76 @@ async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_pat
     assert len(store.submissions) == 2
     # The kept-alive connection began direct and was handed over.
     assert isinstance(built[0], DirectChannel) and built[0].http is not None
+
+
+_PATHS = [
+    b"/.well-known/agent-card.json",
+    b"/.well-known/autonomous-agent",
+    b"/beacon/0.1/message.schema.json",
+    b"/beacon/0.1/submissions",
+    b"/a2a/v1",
+    b"/a2a/v1?A2A-Version=1.0",
+    b"/a2a/v1?A2A-Version=0.3&x=%20",
+    b"/a2a/v1/",
+    b"//a2a/v1",
+    b"/a2a",
+    b"/",
+]
+_HEADER_NAMES = [
+    b"Host", b"A2A-Version", b"a2a-extensions", b"Connection", b"If-None-Match",
+    b"If-Modified-Since", b"Content-Type", b"X-Forwarded-For", b"Authorization", b"X-Other",
+]
+_HEADER_VALUES = [
+    b"1.0", b"0.3", b"", b"close", b"keep-alive", b"*", b"application/json",
+    b"text/plain", b"Thu, 01 Jan 2099 00:00:00 GMT", b"https://x/e1, https://x/e2", b"\xe9t\xe9",
+]
+
+
+@st.composite
+def requests(draw: Any) -> bytes:
+    method = draw(st.sampled_from([b"GET", b"HEAD", b"POST"] * 3 + [b"PUT", b"OPTIONS"]))
+    # The direct paths (the first six) three times as often as the others.
+    path = draw(st.sampled_from(_PATHS[:6] * 3 + _PATHS[6:]))
+    version = draw(st.sampled_from([b"HTTP/1.1"] * 7 + [b"HTTP/1.0"]))
+    headers = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(_HEADER_NAMES),
+                st.one_of(
+                    st.sampled_from(_HEADER_VALUES),
+                    st.sampled_from(_HEADER_VALUES),
+                    st.text(alphabet=" !#$%&'()*+,-./:;<=>?@[]^_`{|}~aZ09\t", max_size=12).map(
+                        str.encode
+                    ),
+                    st.binary(max_size=12).filter(lambda v: b"\r" not in v and b"\n" not in v),
+                ),
+            ),
+            max_size=6,
+        )
+    )
+    body = draw(
+        st.sampled_from(
+            [b"", SEND, b"{nope", b'{"subject":"s","body":"b","from":{"name":"n"}}', b'{"jsonrpc":"2.0"}']
+        )
+    )
+    length = draw(st.sampled_from(["right"] * 6 + ["none", "zero"]))
+    head = method + b" " + path + b" " + version + b"\r\n"
+    head += b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+    if length == "right" and (body or method == b"POST"):
+        head += b"Content-Length: %d\r\n" % len(body)
+    elif length == "zero":
+        head += b"Content-Length: 0\r\n"
+        body = b""
+    else:
+        body = b""
+    return head + b"\r\n" + body
+
+
+@settings(max_examples=500, deadline=None)
+@given(first=requests(), second=requests())
+def test_direct_and_twisted_web_agree_on_generated_requests(first: bytes, second: bytes) -> None:
+    """Two generated requests on one connection: the direct channel sends what twisted.web sends."""
+    direct, _, direct_transport = Server(direct=True).exchange(first + second)
+    web, _, web_transport = Server(direct=False).exchange(first + second)
+    assert comparable(direct) == comparable(web)
+    assert direct_transport.disconnecting == web_transport.disconnecting
