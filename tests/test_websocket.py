@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import ssl
 import struct
 import urllib.request
@@ -23,6 +24,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from treq.testing import StubTreq
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
@@ -1488,3 +1491,111 @@ def test_upgraded_connections_leave_the_http_count() -> None:
     first.write(frame(0x8, struct.pack("!H", 1000)))
     assert server.site.open_connections == 0
     assert server.factory.open_connections == 1
+
+
+# Simple frames are read by the binding itself; everything else by autobahn.
+
+
+def _text(request_id: int, text: str = "hello") -> bytes:
+    return frame(0x1, json.dumps(send_message(text, request_id)).encode())
+
+
+_FRAME_SEQUENCES = {
+    "simple frames": [_text(1), _text(2), _text(3)],
+    "a 16-bit length": [_text(1, "x" * 400), _text(2)],
+    "a ping between": [_text(1), frame(0x9, b"hi"), _text(2)],
+    "a fragmented message between": [
+        _text(1),
+        frame(0x1, b'{"jsonrpc":"2.0","id":9,', fin=False),
+        frame(0x0, b'"method":"GetTask","params":{"id":"x"}}'),
+        _text(2),
+    ],
+    "invalid UTF-8": [_text(1), frame(0x1, b'"\xff\xfe"'), _text(2)],
+    "a truncated code point": [_text(1), frame(0x1, b'"\xe2\x82"')],
+    "over max_message": [_text(1), frame(0x1, b" " * 1100), _text(2)],
+    "unmasked": [_text(1), b"\x81\x02{}", _text(2)],
+    "a non-minimal length": [_text(1), b"\x81\xfe\x00\x02\x00\x00\x00\x00{}", _text(2)],
+    "RSV bits": [_text(1), b"\xc1\x82\x00\x00\x00\x00{}"],
+    "binary": [_text(1), frame(0x2, b"{}"), _text(2)],
+    "an empty text frame": [frame(0x1, b""), _text(1)],
+    "a close": [_text(1), frame(0x8, b"\x03\xe8"), _text(2)],
+    "a mask key": [
+        b"\x81\x82\x01\x02\x03\x04" + bytes(a ^ b for a, b in zip(b"{}", b"\x01\x02")),
+        _text(1),
+    ],
+}
+
+
+def _frames_answered(data: bytes, *, byte_by_byte: bool) -> tuple[list[tuple[int, bytes]], dict[str, int], int]:
+    """The frames the client gets for C{data}, the server's incoming counters, and autobahn's frame reads."""
+    server = Server(mounted=False, options=WebSocketOptions(max_message=1024))
+    connection = server.open([("A2A-Version", "1.0")])
+    connection.responses()
+    protocol = connection.server
+    read_by_autobahn: list[bool] = []
+    process = protocol.processData
+    protocol.processData = lambda: read_by_autobahn.append(True) or process()  # type: ignore[method-assign]
+    stats = protocol.trafficStats
+    before = {
+        name: getattr(stats, name)
+        for name in (
+            "incomingOctetsWireLevel",
+            "incomingOctetsWebSocketLevel",
+            "incomingOctetsAppLevel",
+            "incomingWebSocketFrames",
+            "incomingWebSocketMessages",
+        )
+    }
+    if byte_by_byte:
+        for index in range(len(data)):
+            connection.write(data[index : index + 1])
+    else:
+        connection.write(data)
+    connection.pump.flush()
+    counters = {name: getattr(stats, name) - value for name, value in before.items()}
+    frames = [
+        (opcode, re.sub(rb"[0-9a-v]{36}", b"<id>", payload))
+        for opcode, payload in connection.client.frames[connection.read :]
+    ]
+    return frames, counters, len(read_by_autobahn)
+
+
+@pytest.mark.parametrize("frames", _FRAME_SEQUENCES.values(), ids=_FRAME_SEQUENCES.keys())
+def test_simple_frames_read_directly_answer_as_autobahn_does(frames: list[bytes]) -> None:
+    """
+    The same frames in one read (simple ones read by the binding) and one
+    byte at a time (every frame read by autobahn) get the same answers,
+    closes and frame and message counts. (Octet counts are compared in the
+    test below: autobahn counts them per read, so after a failure they
+    depend on how the bytes were cut.)
+    """
+    data = b"".join(frames)
+    direct, direct_counters, _ = _frames_answered(data, byte_by_byte=False)
+    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True)
+    assert direct == autobahn
+    for name in ("incomingWebSocketFrames", "incomingWebSocketMessages"):
+        assert direct_counters[name] == autobahn_counters[name]
+    assert direct
+
+
+def test_simple_frames_skip_autobahn_frame_reading() -> None:
+    """Pipelined simple frames are all answered without autobahn reading a frame."""
+    frames, counters, autobahn_reads = _frames_answered(
+        b"".join(_text(n) for n in range(1, 11)), byte_by_byte=False
+    )
+    assert len(frames) == 10
+    assert all(b"TASK_STATE_SUBMITTED" in payload for _, payload in frames)
+    assert counters["incomingWebSocketMessages"] == 10
+    assert counters["incomingOctetsWireLevel"] == sum(len(_text(n)) for n in range(1, 11))
+    payloads = sum(len(json.dumps(send_message("hello", n))) for n in range(1, 11))
+    assert counters["incomingOctetsWebSocketLevel"] == counters["incomingOctetsAppLevel"] == payloads
+    assert autobahn_reads == 0
+
+
+@settings(max_examples=300)
+@given(payload=st.binary(max_size=300), key=st.binary(min_size=4, max_size=4))
+def test_unmask_is_rfc6455_masking(payload: bytes, key: bytes) -> None:
+    """_unmask XORs every octet with the key octet at its index modulo 4."""
+    from beacon.bindings._websocket import _unmask
+
+    assert _unmask(payload, key) == bytes(b ^ key[i % 4] for i, b in enumerate(payload))

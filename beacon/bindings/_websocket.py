@@ -454,6 +454,17 @@ class _FrameSink:
             self.connection.stream_ended(self)
 
 
+def _unmask(masked: bytes, key: bytes) -> bytes:
+    """C{masked} XORed with the 4-byte C{key} repeated (RFC 6455 5.3)."""
+    count = len(masked)
+    if not count:
+        return b""
+    repeated = (key * ((count >> 2) + 1))[:count]
+    return (int.from_bytes(masked, "little") ^ int.from_bytes(repeated, "little")).to_bytes(
+        count, "little"
+    )
+
+
 @implementer(IPushProducer)
 class WebSocketA2AProtocol(WebSocketServerProtocol):
     """
@@ -596,6 +607,86 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self._touch()
 
     # Frames.
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Read the simple frames at the front of C{data} here, and the rest
+        (from the first frame that is not simple on) through autobahn.
+
+        A simple frame is a whole, final, masked text frame with no RSV bits,
+        its length in 7 or minimal 16 bits and within the size caps, whose
+        payload is valid UTF-8: nearly every request of this binding. It is
+        read only while autobahn holds nothing half-read (no buffered bytes,
+        no frame or fragmented message begun) and uses none of its per-frame
+        options that Beacon leaves off (compression, frame and octet
+        logging, timings, automatic pings). What autobahn would do with it
+        is what happens: its traffic counters move the same, and
+        L{onMessage} gets the unmasked payload. Anything else (control
+        frames, fragments, a frame cut by the read, an oversized or invalid
+        one) goes to autobahn, which answers it as it always does. Reading
+        them here costs about a tenth of autobahn's per-frame path.
+        """
+        if (
+            self.state == WebSocketProtocol.STATE_OPEN
+            and not self.data
+            and self.current_frame is None
+            and not self.inside_message
+            and self._perMessageCompress is None
+            and not self.logOctets
+            and not self.logFrames
+            and self.trackedTimings is None
+            and self.autoPingTimeoutCall is None
+        ):
+            data = self._read_simple_frames(data)
+            if not data:
+                return
+        super().dataReceived(data)
+
+    def _read_simple_frames(self, data: bytes) -> bytes:
+        """
+        Deliver the simple frames at the front of C{data}; return the rest.
+        """
+        size = len(data)
+        caps = [
+            cap
+            for cap in (
+                getattr(self, "maxFramePayloadSize", 0),
+                getattr(self, "maxMessagePayloadSize", 0),
+            )
+            if cap > 0
+        ]
+        cap = min(caps) if caps else None
+        stats = self.trafficStats
+        at = 0
+        while self.state == WebSocketProtocol.STATE_OPEN and size - at >= 6:
+            if data[at] != 0x81 or not data[at + 1] & 0x80:
+                break  # not a final text frame, or not masked
+            length = data[at + 1] & 0x7F
+            if length < 126:
+                start = at + 6
+            elif length == 126 and size - at >= 8:
+                length = (data[at + 2] << 8) | data[at + 3]
+                if length < 126:
+                    break  # not the minimal encoding: autobahn refuses it
+                start = at + 8
+            else:
+                break
+            end = start + length
+            if end > size or (cap is not None and length > cap):
+                break
+            payload = _unmask(data[start:end], data[start - 4 : start])
+            try:
+                payload.decode("utf-8")
+            except UnicodeDecodeError:
+                break
+            stats.incomingOctetsWireLevel += end - at
+            stats.incomingOctetsWebSocketLevel += length
+            stats.incomingOctetsAppLevel += length
+            stats.incomingWebSocketFrames += 1
+            stats.incomingWebSocketMessages += 1
+            at = end
+            self.onMessage(payload, False)
+        return data[at:] if at else data
 
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
         """
