@@ -49,7 +49,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import DirectChannel, IDirectResource, HTTPDate
+from beacon.bindings._direct import DirectChannel, HTTPDate, IDirectResource
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.protocol import (
     A2AError,
