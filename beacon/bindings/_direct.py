@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import cache, lru_cache
+from functools import lru_cache
 from io import BytesIO
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs
@@ -123,7 +123,7 @@ def direct_resource(root: Any, path: bytes) -> Any:
     return found if IDirectResource.providedBy(found) else None
 
 
-@cache
+@lru_cache(maxsize=256)
 def _canonical(name: bytes) -> bytes:
     """The spelling twisted.web gives a header name (C{ETag}, C{Content-Type})."""
     return next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
@@ -134,22 +134,6 @@ def http_date(seconds: int) -> bytes:
     """An HTTP-date (C{Date}, C{Last-Modified}), formatted once per value."""
     formatted: bytes = datetimeToString(seconds)
     return formatted
-
-
-class HTTPDate:
-    """The C{Date} value, formatted once per second of the clock."""
-
-    def __init__(self, clock: Any) -> None:
-        self._clock = clock
-        self._second = -1
-        self._value = b""
-
-    def __call__(self) -> bytes:
-        second = int(self._clock.seconds())
-        if second != self._second:
-            self._second = second
-            self._value = http_date(second)
-        return self._value
 
 
 class _RequestHeaders:
@@ -427,7 +411,6 @@ class DirectChannel(Protocol):
         self._site = site
         self._clock = site.reactor
         self._fallback = fallback
-        self.date = site.date_header
         self.http: Any = None
         self._buffer = b""
         self._current: DirectRequest | None = None
@@ -608,6 +591,10 @@ class DirectChannel(Protocol):
         self._read_requests()
 
     # Writing and closing.
+
+    def date(self) -> bytes:
+        """The C{Date} header's value: now, on the site's clock."""
+        return http_date(int(self._clock.seconds()))
 
     def write(self, data: bytes) -> None:
         """Write C{data} to the peer."""

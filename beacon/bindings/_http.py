@@ -49,7 +49,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import DirectChannel, HTTPDate, IDirectResource
+from beacon.bindings._direct import DirectChannel, IDirectResource
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.protocol import (
     A2AError,
@@ -257,7 +257,6 @@ class BeaconSite(server.Site):
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
         self.direct = direct and not access_log
-        self.date_header = HTTPDate(self.reactor)
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
