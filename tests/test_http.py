@@ -48,6 +48,14 @@ def send_message(text: str = "hello", request_id: Any = 1) -> dict[str, Any]:
     }
 
 
+def raw_post(body: bytes) -> bytes:
+    """A whole SendMessage-style POST to /a2a/v1 carrying C{body}, as bytes on the wire."""
+    return (
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+
+
 class Beacon:
     """A public resource tree over a MemoryStore, a Clock and a StubTreq."""
 
@@ -173,10 +181,7 @@ def test_json_responses_carry_their_length(beacon: Beacon) -> None:
     """A JSON-RPC response is sent with Content-Length, in one piece, not chunked."""
     body = json.dumps(send_message()).encode()
     channel, transport = connect(beacon)
-    channel.dataReceived(
-        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    channel.dataReceived(raw_post(body))
     head, _, answer = transport.value().partition(b"\r\n\r\n")
     headers = {
         name.strip().lower(): value.strip()
@@ -382,10 +387,7 @@ def test_declared_length_at_cap_is_read(beacon: Beacon) -> None:
     body = json.dumps(send_message()).encode()
     body += b" " * (CAP - len(body))
     channel, transport = connect(beacon)
-    channel.dataReceived(
-        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    channel.dataReceived(raw_post(body))
     raw = transport.value()
     assert status_of(raw) == 200
     assert b"TASK_STATE_SUBMITTED" in raw
@@ -573,10 +575,7 @@ def test_a_whole_request_schedules_no_deadline(beacon: Beacon) -> None:
     scheduled: list[Any] = []
     call_later = beacon.clock.callLater
     beacon.clock.callLater = lambda *a, **k: scheduled.append(a) or call_later(*a, **k)  # type: ignore[method-assign]
-    channel.dataReceived(
-        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    channel.dataReceived(raw_post(body))
     assert status_of(transport.value()) == 200
     assert [a for a in scheduled if a[0] in (10, 30)] == []
     channel.connectionLost(Failure(ConnectionDone()))
@@ -586,10 +585,7 @@ def test_prompt_request_leaves_no_timer_behind(beacon: Beacon) -> None:
     """A complete request cancels its deadlines; only the idle timeout remains until it closes."""
     body = json.dumps(send_message()).encode()
     channel, transport = slow_site(beacon)
-    channel.dataReceived(
-        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    channel.dataReceived(raw_post(body))
     assert status_of(transport.value()) == 200
     assert len(beacon.clock.getDelayedCalls()) == 1  # the connection's idle timeout
     beacon.clock.advance(60)
@@ -627,10 +623,7 @@ def test_connection_caps_refuse_the_next_connection_cleanly(beacon: Beacon, logg
     assert refused.disconnecting
     other, other_transport = connect_from("198.51.100.9")
     body = json.dumps(send_message()).encode()
-    other.dataReceived(
-        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
+    other.dataReceived(raw_post(body))
     assert status_of(other_transport.value()) == 200
     _, full = connect_from("203.0.113.5")
     assert status_of(full.value()) == 503

@@ -68,6 +68,8 @@ from twisted.web.server import NOT_DONE_YET
 from twisted.web.server import version as _SERVER
 from zope.interface import Interface, implementer
 
+from beacon.protocol import dumps
+
 if TYPE_CHECKING:
     from beacon.bindings._http import BeaconSite
 
@@ -388,6 +390,51 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+def error_body(code: str, message: str) -> bytes:
+    """
+    The one JSON shape of a transport-level refusal (the native vocabulary
+    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
+    """
+    return dumps({"error": {"code": code, "message": message}})
+
+
+def refuse_slow(channel: Any, what: str, seconds: float) -> None:
+    """
+    Answer 408 on C{channel} and close it: C{what} (the C{"request
+    line"}, the C{"headers"} or the C{"body"}) took longer than
+    C{seconds}.
+    """
+    transport = channel.transport
+    peer = transport.getPeer() if transport is not None else None
+    log.warn(
+        "http.request_timeout: the {what} from {source} took longer than {seconds} s",
+        what=what,
+        source=str(getattr(peer, "host", "unknown")),
+        seconds=seconds,
+    )
+    subject = "the request line" if what == "request line" else f"the request's {what}"
+    refuse_connection(
+        channel,
+        b"408 Request Timeout",
+        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
+    )
+
+
+def refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
+    """
+    Answer C{status} with a JSON C{body} straight on the transport, while
+    the request is still arriving, and close the connection.
+    """
+    assert channel.transport is not None
+    channel.transport.write(
+        b"HTTP/1.1 " + status + b"\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+        b"Connection: close\r\n\r\n" + body
+    )
+    channel.loseConnection()
+
+
 @implementer(IPushProducer)
 class DirectChannel(Protocol):
     """
@@ -403,12 +450,16 @@ class DirectChannel(Protocol):
         self,
         site: BeaconSite,
         fallback: Callable[[], Any],
+        release: Callable[[], None],
     ) -> None:
         """
         @param site: The site (its resource tree, clock and limits).
         @param fallback: Builds the twisted.web channel for a hand-over.
+        @param release: Called when the connection ends: the site counts it
+            no longer.
         """
         self._site = site
+        self._release = release
         self._clock = site.reactor
         self._fallback = fallback
         self.http: Any = None
@@ -451,6 +502,7 @@ class DirectChannel(Protocol):
             self._set_reading()
 
     def connectionLost(self, reason: Failure | None = None) -> None:
+        self._release()
         self._stop_timers()
         if self._abort is not None and self._abort.active():
             self._abort.cancel()
@@ -671,8 +723,6 @@ class DirectChannel(Protocol):
             self._deadline = self._clock.callLater(seconds, self._too_slow, phase, seconds)
 
     def _too_slow(self, what: str, seconds: float) -> None:
-        from beacon.bindings._http import refuse_slow
-
         self._deadline = self._phase = None
         refuse_slow(self, what, seconds)
 

@@ -49,7 +49,13 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import DirectChannel, IDirectResource
+from beacon.bindings._direct import (
+    DirectChannel,
+    IDirectResource,
+    error_body,
+    refuse_connection,
+    refuse_slow,
+)
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.protocol import (
     A2AError,
@@ -74,14 +80,6 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 30.0
 
 JSON_TYPE = b"application/json"
-
-
-def error_body(code: str, message: str) -> bytes:
-    """
-    The one JSON shape of a transport-level refusal (the native vocabulary
-    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
-    """
-    return dumps({"error": {"code": code, "message": message}})
 
 
 def _too_large_body(limit: int) -> bytes:
@@ -165,11 +163,14 @@ class LimitedRequest(server.Request):
         still reading this request, so the answer goes straight to the
         transport.
         """
+        self._stop_reading()
+        refuse_connection(self.channel, status, body)
+
+    def _stop_reading(self) -> None:
         self._refused = True
         self.receiving = False
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
-        _refuse_connection(self.channel, status, body)
 
     def _refuse_too_large(self) -> None:
         limit = self._max_body()
@@ -184,9 +185,7 @@ class LimitedRequest(server.Request):
         """
         Answer 408 and close: the phase C{what} took over C{seconds}.
         """
-        self._refused = True
-        self.receiving = False
-        self.requestHeaders.removeHeader(b"Expect")
+        self._stop_reading()
         refuse_slow(self.channel, what, seconds)
 
 
@@ -304,15 +303,7 @@ class BeaconSite(server.Site):
             self._refusing.discard(source)
 
         if self.direct:
-            direct = DirectChannel(self, lambda: self._http_channel(addr, release))
-            closed = direct.connectionLost
-
-            def direct_lost(reason: Any = None) -> None:
-                release()
-                closed(reason)
-
-            direct.connectionLost = direct_lost  # type: ignore[method-assign]
-            return direct
+            return DirectChannel(self, lambda: self._http_channel(addr, release), release)
         return self._http_channel(addr, release)
 
     def _http_channel(self, addr: Any, release: Callable[[], None]) -> Any:
@@ -339,43 +330,6 @@ class BeaconSite(server.Site):
         # calls this: the connection is no longer the Site's to count.
         inner.release_connection = release
         return channel
-
-
-def refuse_slow(channel: Any, what: str, seconds: float) -> None:
-    """
-    Answer 408 on C{channel} and close it: C{what} (the C{"request
-    line"}, the C{"headers"} or the C{"body"}) took longer than
-    C{seconds}.
-    """
-    transport = channel.transport
-    peer = transport.getPeer() if transport is not None else None
-    log.warn(
-        "http.request_timeout: the {what} from {source} took longer than {seconds} s",
-        what=what,
-        source=str(getattr(peer, "host", "unknown")),
-        seconds=seconds,
-    )
-    subject = "the request line" if what == "request line" else f"the request's {what}"
-    _refuse_connection(
-        channel,
-        b"408 Request Timeout",
-        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
-    )
-
-
-def _refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
-    """
-    Answer C{status} with a JSON C{body} straight on the transport, while
-    the request is still arriving, and close the connection.
-    """
-    assert channel.transport is not None
-    channel.transport.write(
-        b"HTTP/1.1 " + status + b"\r\n"
-        b"Content-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
-        b"Connection: close\r\n\r\n" + body
-    )
-    channel.loseConnection()
 
 
 class _ArrivalDeadline:
