@@ -1599,3 +1599,86 @@ def test_unmask_is_rfc6455_masking(payload: bytes, key: bytes) -> None:
     from beacon.bindings._websocket import _unmask
 
     assert _unmask(payload, key) == bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+# Answers are written as plain text frames by the binding itself, unless an
+# autobahn option needs autobahn's own sendMessage.
+
+_OUTGOING = (
+    "outgoingWebSocketMessages",
+    "outgoingWebSocketFrames",
+    "outgoingOctetsAppLevel",
+    "outgoingOctetsWebSocketLevel",
+    "outgoingOctetsWireLevel",
+)
+
+
+def _sent(payload: bytes, *, direct: bool, **options: Any) -> tuple[bytes, dict[str, int], int]:
+    """What one text message puts on the wire, the outgoing counters' moves, and autobahn's frame writes."""
+    server = Server(mounted=False)
+    connection = server.open([("A2A-Version", "1.0")])
+    connection.responses()
+    protocol = connection.server
+    for name, value in options.items():
+        setattr(protocol, name, value)
+    autobahn_frames: list[bool] = []
+    send_frame = protocol.sendFrame
+    protocol.sendFrame = lambda *a, **k: autobahn_frames.append(True) or send_frame(*a, **k)  # type: ignore[method-assign]
+    stats = protocol.trafficStats
+    before = {name: getattr(stats, name) for name in _OUTGOING}
+    server_transport = connection.pump.serverIO
+    start = len(server_transport.stream)
+    if direct:
+        protocol._send_text(payload)
+    else:
+        protocol.sendMessage(payload, isBinary=False)
+    wire = b"".join(server_transport.stream[start:])
+    counters = {name: getattr(stats, name) - value for name, value in before.items()}
+    return wire, counters, len(autobahn_frames)
+
+
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 70000])
+def test_answers_are_written_as_autobahn_writes_them(size: int) -> None:
+    """Each length encoding gives autobahn's bytes and counters, without autobahn writing the frame."""
+    payload = b"x" * size
+    wire, counters, autobahn_writes = _sent(payload, direct=True)
+    expected_wire, expected_counters, _ = _sent(payload, direct=False)
+    assert wire == expected_wire
+    assert counters == expected_counters
+    assert autobahn_writes == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"maskServerFrames": True},
+        {"autoFragmentSize": 4},
+        {"logFrames": True},
+        {"logOctets": True},
+    ],
+    ids=lambda options: next(iter(options)),
+)
+def test_answers_go_through_autobahn_when_an_option_needs_it(options: dict[str, Any]) -> None:
+    """An autobahn option Beacon leaves off sends through autobahn, as it would have."""
+    payload = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    wire, counters, autobahn_writes = _sent(payload, direct=True, **options)
+    assert autobahn_writes >= 1
+    if "maskServerFrames" in options:
+        assert wire[1] & 0x80  # masked, as the option asks
+    elif "autoFragmentSize" in options:
+        assert wire[0] == 0x01  # a first fragment, not final
+    else:
+        assert wire == _text_frame_bytes(payload)
+    assert counters["outgoingWebSocketMessages"] == 1
+
+
+def _text_frame_bytes(payload: bytes) -> bytes:
+    return bytes((0x81, len(payload))) + payload
+
+
+def test_answer_over_autobahn_cap_is_refused_by_autobahn() -> None:
+    """A message over autobahn's cap goes to autobahn, which refuses it as it always has."""
+    from autobahn.websocket.protocol import PayloadExceededError
+
+    with pytest.raises(PayloadExceededError):
+        _sent(b"x" * 100, direct=True, maxMessagePayloadSize=10)
