@@ -487,6 +487,12 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     """
 
     factory: WebSocketFactory
+    # Set on each connection by autobahn, from the factory's protocol options.
+    maskServerFrames: bool
+    autoFragmentSize: int
+    maxMessagePayloadSize: int
+    logFrames: bool
+    logOctets: bool
 
     def __init__(self) -> None:
         super().__init__()
@@ -838,7 +844,9 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             self.sendMessage(data, isBinary=False)
             return
         frame = _text_frame(data)
-        self.transport.write(frame)
+        transport = self.transport
+        assert transport is not None
+        transport.write(frame)
         stats = self.trafficStats
         stats.outgoingWebSocketMessages += 1
         stats.outgoingOctetsAppLevel += size
