@@ -75,6 +75,11 @@ def status_task(record: TaskStatusRecord) -> dict[str, Any]:
     }
 
 
+#: The logger of each stored submission: one for the class, not one made per
+#: event as C{self.log} makes them (its namespace is the class's all the same).
+_stored_log = Logger(namespace=f"{__name__}.PublicPolicy")
+
+
 @implementer(IA2AHandler, INativeHandler)
 class PublicPolicy(NoPushNoExtendedCard):
     """
@@ -125,7 +130,7 @@ class PublicPolicy(NoPushNoExtendedCard):
         )
 
         def stored(_: None) -> Submission:
-            self.log.info(
+            _stored_log.info(
                 "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}",
                 receipt=submission.id,
                 size=len(submission.content),
@@ -187,13 +192,16 @@ class PublicPolicy(NoPushNoExtendedCard):
         content = map_message(request.message, self._validator)
 
         def answer(submission: Submission) -> dict[str, Any]:
-            received = format_timestamp(submission.received_at_ms)
+            receipt = receipt_of(submission)
             return {
                 "task": {
                     "id": submission.id,
                     "contextId": submission.context_id,
-                    "status": {"state": STATE_SUBMITTED, "timestamp": received},
-                    "metadata": {"receipt": receipt_of(submission)},
+                    "status": {
+                        "state": STATE_SUBMITTED,
+                        "timestamp": receipt["receivedAt"],
+                    },
+                    "metadata": {"receipt": receipt},
                 }
             }
 

@@ -50,6 +50,8 @@ def version_supported(value: str | None) -> bool:
     Whether an C{A2A-Version} value names 1.0. Patch numbers are ignored, as
     the specification says; an absent or empty value means 0.3.
     """
+    if value == PROTOCOL_VERSION:
+        return True  # what nearly every request sends
     if not value:
         return False
     match = _VERSION.match(value.strip(" \t"))
