@@ -80,7 +80,7 @@ REQUEST = (
 )
 
 #: The answer's id (the JSON-RPC id: the only number that follows "id").
-ANSWER_ID = re.compile(rb'"id":(\d+)[,}]')
+ANSWER_ID = re.compile(rb'"id"\s*:\s*(\d+)\s*[,}]')
 
 
 def answer_ok(answer: bytes) -> bool:
