@@ -1430,3 +1430,22 @@ async def test_second_stop_waits_too(sqlite_store: SQLiteStore) -> None:
     await second
     assert first.called
     await first
+
+
+def test_listening_follows_subscriptions() -> None:
+    """
+    A store's listeners say whether anyone listens (a batch makes no events
+    for nobody), through every subscribe and unsubscribe.
+    """
+    from beacon.store._threaded import Listeners
+    from twisted.logger import Logger
+
+    listeners = Listeners(Logger())
+    assert not listeners.listening
+    first = listeners.subscribe(lambda event: None)
+    second = listeners.subscribe(lambda event: None)
+    assert listeners.listening
+    first()
+    assert listeners.listening
+    second()
+    assert not listeners.listening

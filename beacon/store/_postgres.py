@@ -728,10 +728,16 @@ class PostgreSQLStore(ThreadedStore):
             for text in texts
         )
 
+    def _events_wanted(self) -> bool:
+        """
+        Never: the listeners hear of what a batch stored through the
+        listening thread (L{_deliver}), like every other instance's writes.
+        """
+        return False
+
     def _batch_committed(self, events: list[StoreEvent]) -> None:
         """
-        The listeners hear of what a batch stored through the listening
-        thread (L{_deliver}), like every other instance's writes.
+        Nothing: see L{_events_wanted}.
         """
 
     # The listening thread's events, on the reactor thread.

@@ -267,6 +267,13 @@ class Listeners:
         self._queue: deque[StoreEvent] = deque()
         self._notifying = False
 
+    @property
+    def listening(self) -> bool:
+        """
+        Whether anyone listens (events nobody hears need not be made).
+        """
+        return bool(self._listeners)
+
     def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
         """
         Add C{listener}; the same callable subscribed twice is called twice.
@@ -428,10 +435,18 @@ class ThreadedStore(Service):
         """
         return False
 
+    def _events_wanted(self) -> bool:
+        """
+        Whether L{_batch_committed} needs a batch's events: by default,
+        whether anyone listens.
+        """
+        return self._listeners.listening
+
     def _batch_committed(self, events: list[StoreEvent]) -> None:
         """
         A batch committed and its Deferreds fired; C{events} are what it
-        stored, in its order. By default the listeners hear of them.
+        stored, in its order (none when L{_events_wanted} said so). By
+        default the listeners hear of them.
         """
         self._listeners.notify(events)
 
@@ -813,15 +828,17 @@ class ThreadedStore(Service):
                 done.errback(error)
         else:
             self.transactions += 1
+            wanted = self._events_wanted()
             for (write, done), outcome in zip(batch, result):
                 if isinstance(write, Submission):
                     done.callback(None)
-                    events.append(StoreEvent("submitted", write.id))
+                    if wanted:
+                        events.append(StoreEvent("submitted", write.id))
                 elif isinstance(outcome, AlreadyDecided):
                     done.errback(outcome)
                 else:
                     done.callback(outcome)
-                    if outcome is not None:
+                    if outcome is not None and wanted:
                         events.append(StoreEvent("decided", write.receipt_id))
             # Writes made by the callbacks above (or the listeners) have
             # queued behind this batch; they go together, in the next one.
