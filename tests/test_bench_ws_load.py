@@ -122,8 +122,8 @@ def test_requests_are_masked_sendmessage_frames_sent_in_one_write() -> None:
     run(test)
 
 
-def test_answers_in_one_read_free_slots_refilled_in_one_write() -> None:
-    """Answers read together (in any order, one fragmented, a ping between) refill their slots in one write."""
+def test_each_answer_refills_its_slot_at_once() -> None:
+    """Answers read together (in any order, one fragmented, a ping between) each refill their slot as they are read."""
 
     def test() -> None:
         protocol, transport, stats = opened(depth=4)
@@ -132,9 +132,10 @@ def test_answers_in_one_read_free_slots_refilled_in_one_write() -> None:
         data = _text_frame(answer(3)) + bytes((0x89, 2)) + b"hi" + fragmented
         protocol.data_received(data)
         assert stats.requests == 2 and stats.bad == 0
-        pong, refill = transport.writes[2:]
+        refill, pong, refill_again = transport.writes[2:]
+        assert [json.loads(p)["id"] for _, p in client_frames(refill)] == [5]
         assert client_frames(pong) == [(0xA, b"hi")]
-        assert [json.loads(p)["id"] for _, p in client_frames(refill)] == [5, 6]
+        assert [json.loads(p)["id"] for _, p in client_frames(refill_again)] == [6]
         assert sorted(protocol.pending) == [1, 4, 5, 6]
 
     run(test)
