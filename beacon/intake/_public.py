@@ -75,9 +75,9 @@ def status_task(record: TaskStatusRecord) -> dict[str, Any]:
     }
 
 
-#: The logger of each stored submission: one for the class, not one made per
-#: event as C{self.log} makes them (its namespace is the class's all the same).
-_stored_log = Logger(namespace=f"{__name__}.PublicPolicy")
+#: The policy's logger: one, where a class attribute would make a Logger per
+#: event (the namespace is the class's all the same).
+_log = Logger(namespace=f"{__name__}.PublicPolicy")
 
 
 @implementer(IA2AHandler, INativeHandler)
@@ -85,8 +85,6 @@ class PublicPolicy(NoPushNoExtendedCard):
     """
     Seed 002's method table over a submission store.
     """
-
-    log = Logger()
 
     def __init__(
         self,
@@ -130,7 +128,7 @@ class PublicPolicy(NoPushNoExtendedCard):
         )
 
         def stored(_: None) -> Submission:
-            _stored_log.info(
+            _log.info(
                 "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}",
                 receipt=submission.id,
                 size=len(submission.content),
@@ -141,7 +139,7 @@ class PublicPolicy(NoPushNoExtendedCard):
 
         def failed(reason: Any) -> Submission:
             reason.trap(StoreError)
-            self.log.error(
+            _log.error(
                 "intake.store_failed: a submission via {door} was not stored: {error}",
                 door=submission.door,
                 error=reason.getErrorMessage(),

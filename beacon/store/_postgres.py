@@ -735,11 +735,6 @@ class PostgreSQLStore(ThreadedStore):
         """
         return False
 
-    def _batch_committed(self, events: list[StoreEvent]) -> None:
-        """
-        Nothing: see L{_events_wanted}.
-        """
-
     # The listening thread's events, on the reactor thread.
 
     def _deliver(self, events: list[StoreEvent]) -> None:

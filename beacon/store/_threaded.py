@@ -21,7 +21,8 @@ a backend supplies its connections, its SQL and these hooks:
     with this thread's connection;
   - L{ThreadedStore._close_connection}: close one pool connection;
   - optionally the C{_refuse_*} and C{_unreadable} checks, the events of a
-    committed batch (L{ThreadedStore._batch_committed}), and what happens
+    committed batch (whether the batch tells the listeners itself,
+    L{ThreadedStore._events_wanted}), and what happens
     before and after the pool connections are closed at stop.
 
 This module also holds the helpers every backend (and the in-memory test
@@ -437,18 +438,10 @@ class ThreadedStore(Service):
 
     def _events_wanted(self) -> bool:
         """
-        Whether L{_batch_committed} needs a batch's events: by default,
-        whether anyone listens.
+        Whether the listeners hear of a committed batch's writes from the
+        batch itself: by default, when anyone listens.
         """
         return self._listeners.listening
-
-    def _batch_committed(self, events: list[StoreEvent]) -> None:
-        """
-        A batch committed and its Deferreds fired; C{events} are what it
-        stored, in its order (none when L{_events_wanted} said so). By
-        default the listeners hear of them.
-        """
-        self._listeners.notify(events)
 
     def _before_close(self) -> Deferred[None]:
         """
@@ -803,7 +796,7 @@ class ThreadedStore(Service):
     ) -> None:
         """
         Answer every write of a finished batch, hand what it stored to
-        L{_batch_committed}, then send the next batch.
+        the listeners, then send the next batch.
         """
         events: list[StoreEvent] = []
         if isinstance(result, Failure):
@@ -842,7 +835,7 @@ class ThreadedStore(Service):
                         events.append(StoreEvent("decided", write.receipt_id))
             # Writes made by the callbacks above (or the listeners) have
             # queued behind this batch; they go together, in the next one.
-            self._batch_committed(events)
+            self._listeners.notify(events)
         self._writing = False
         self._flush()
 
