@@ -27,10 +27,12 @@ import pytest
 import pytest_twisted
 from treq.client import HTTPClient
 from twisted.internet import reactor
+from twisted.internet.address import UNIXAddress
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import UNIXClientEndpoint
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, HTTPConnectionPool
@@ -41,6 +43,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
 from beacon.bindings import _unix
+from beacon.bindings.http import BeaconSite
 from beacon.bindings._unix import (
     MAX_SOCKET_PATH,
     UNIX_BINDING,
@@ -697,12 +700,24 @@ class _Recorder(Protocol):
         self.lost = True
 
 
+class _Recorders(Factory):
+    """Builds L{_Recorder}s and keeps them in C{built}."""
+
+    def __init__(self) -> None:
+        self.built: list[_Recorder] = []
+
+    def buildProtocol(self, addr: Any) -> _Recorder:
+        recorder = _Recorder()
+        self.built.append(recorder)
+        return recorder
+
+
 def checked(
     credentials: Any, allowed_uids: frozenset[int] | None = None
 ) -> tuple[PeerCheckedFactory, Any, StringTransport]:
-    """A PeerCheckedFactory with injected credentials, one connection made over a StringTransport."""
+    """A PeerCheckedFactory over a L{_Recorders} with injected credentials, one connection made over a StringTransport."""
     factory = PeerCheckedFactory(
-        Factory.forProtocol(_Recorder),
+        _Recorders(),
         "/run/op.sock",
         allowed_uids,
         credentials=lambda t: credentials,
@@ -714,33 +729,31 @@ def checked(
 
 
 def test_denied_peer_never_reaches_the_wrapped_protocol(logged_events: Any) -> None:
-    """A peer of another uid is closed at once; the wrapped protocol never sees the connection or its bytes, and the denial is logged."""
-    _, protocol, transport = checked((4321, NOBODY, NOBODY))
+    """A peer of another uid is closed at once; no wrapped protocol is built for it, so nothing sees the connection or its bytes, and the denial is logged."""
+    factory, protocol, transport = checked((4321, NOBODY, NOBODY))
     protocol.dataReceived(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     assert transport.disconnecting
     assert transport.value() == b""
-    inner = protocol.wrappedProtocol
-    assert not inner.made
-    assert inner.received == []
+    assert factory.wrappedFactory.built == []
     assert [
         (e["uid"], e["pid"], e["path"]) for e in logged_events.named("a2a.unix.denied")
     ] == [(NOBODY, 4321, "/run/op.sock")]
 
 
 def test_denied_connection_loss_is_quiet() -> None:
-    """When a denied connection is lost, the wrapper neither raises nor tells the wrapped protocol, and the factory tracks nothing."""
+    """When a denied connection is lost, the wrapper neither raises nor builds a wrapped protocol to tell, and the factory tracks nothing."""
     factory, protocol, _ = checked((4321, NOBODY, NOBODY))
     protocol.connectionLost(Failure(ConnectionDone()))
-    assert not protocol.wrappedProtocol.lost
+    assert factory.wrappedFactory.built == []
     assert factory.protocols == {}
 
 
 def test_unknown_peer_is_denied(logged_events: Any) -> None:
     """A transport whose credentials cannot be read is denied and logged with uid -1."""
-    _, protocol, transport = checked(None)
+    factory, protocol, transport = checked(None)
     protocol.dataReceived(b"GET / HTTP/1.1\r\n\r\n")
     assert transport.disconnecting
-    assert protocol.wrappedProtocol.received == []
+    assert factory.wrappedFactory.built == []
     assert [e["uid"] for e in logged_events.named("a2a.unix.denied")] == [-1]
 
 
@@ -749,7 +762,8 @@ def test_root_and_own_uid_are_served(uid: int, logged_events: Any) -> None:
     """Root and the daemon's own uid reach the wrapped protocol, which sees every byte."""
     factory, protocol, transport = checked((99, uid, uid))
     protocol.dataReceived(b"hello")
-    inner = protocol.wrappedProtocol
+    (inner,) = factory.wrappedFactory.built
+    assert protocol.wrappedProtocol is inner
     assert inner.made
     assert inner.received == [b"hello"]
     assert not transport.disconnecting
@@ -762,11 +776,116 @@ def test_root_and_own_uid_are_served(uid: int, logged_events: Any) -> None:
 
 def test_explicit_allowed_uids_are_the_only_ones() -> None:
     """With an explicit set of uids, any other uid (root included) is denied."""
-    _, protocol, transport = checked((99, 0, 0), allowed_uids=frozenset({1000}))
+    factory, protocol, transport = checked((99, 0, 0), allowed_uids=frozenset({1000}))
     assert transport.disconnecting
-    assert not protocol.wrappedProtocol.made
-    _, protocol, transport = checked((99, 1000, 1000), allowed_uids=frozenset({1000}))
-    assert protocol.wrappedProtocol.made
+    assert factory.wrappedFactory.built == []
+    factory, protocol, transport = checked((99, 1000, 1000), allowed_uids=frozenset({1000}))
+    assert [r.made for r in factory.wrappedFactory.built] == [True]
+
+
+#: What a flood of intruders runs: connect N times, each read to EOF; tell how each ended.
+FLOOD = r"""
+import json, os, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+ends = {}
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(20)
+    end = "eof"
+    try:
+        s.connect(path)
+        s.sendall(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\n\r\n")
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            end = "data"
+    except (ConnectionResetError, BrokenPipeError):
+        end = "reset"
+    except socket.timeout:
+        end = "timeout"
+    finally:
+        s.close()
+    ends[end] = ends.get(end, 0) + 1
+print(os.getuid())
+print(json.dumps(ends))
+"""
+
+
+def test_wrapped_factory_refusing_a_served_peer_closes_it() -> None:
+    """If the wrapped factory builds nothing for an allowed peer (None: refused), the connection is closed and nothing is registered."""
+    refusing = Factory()
+    refusing.buildProtocol = lambda addr: None  # type: ignore[method-assign]
+    factory = PeerCheckedFactory(
+        refusing, "/run/op.sock", credentials=lambda t: (1, os.getuid(), 1)
+    )
+    protocol = factory.buildProtocol(None)
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    assert transport.disconnecting
+    protocol.dataReceived(b"GET / HTTP/1.1\r\n\r\n")
+    protocol.connectionLost(Failure(ConnectionDone()))
+    assert factory.protocols == {}
+
+
+def test_many_denied_peers_do_not_lock_the_operator_out(logged_events: Any) -> None:
+    """Hundreds of denied connections (more than the per-source cap, all from "unix") leave the operator Site's connection count at zero; the owner who comes next is served, not answered 503."""
+    limits = build_config(data_dir="/tmp/d").limits
+    assert limits.max_connections_per_source < 300
+    site = BeaconSite(_Hello(), clock=Clock(), **limits.site_options())
+    site.noisy = False
+    peers = iter([NOBODY] * 300 + [os.getuid()])
+    factory = PeerCheckedFactory(
+        site, "/run/op.sock", credentials=lambda t: (1, next(peers), 1)
+    )
+    for _ in range(300):
+        protocol = factory.buildProtocol(UNIXAddress(None))
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        assert transport.disconnecting
+        protocol.connectionLost(Failure(ConnectionDone()))
+    assert site.open_connections == 0
+    protocol = factory.buildProtocol(UNIXAddress(None))
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    protocol.dataReceived(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert transport.value().startswith(b"HTTP/1.1 200 "), transport.value()[:200]
+    assert transport.value().endswith(b"hello")
+    assert site.open_connections == 1
+    assert len(logged_events.named("a2a.unix.denied")) == 300
+    assert logged_events.named("http.connection_refused") == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_flood_of_another_uid_then_the_owner_is_served(
+    beacon: Running, logged_events: Any
+) -> None:
+    """For real, through SO_PEERCRED on makeService's socket: uid 65534 connects 300 times (past the 256-per-source cap) and is closed unread each time; then the owner is served the card."""
+    os.chmod(beacon.data_dir, 0o755)
+    os.chmod(beacon.socket_path, 0o777)
+    collector = _Collect()
+    reactor.spawnProcess(
+        collector,
+        SYSTEM_PYTHON,
+        [SYSTEM_PYTHON, "-I", "-c", FLOOD, beacon.socket_path, "300"],
+        env={},
+        path="/",
+        uid=NOBODY,
+        gid=NOBODY,
+    )
+    out, err, _ = await collector.ended
+    assert_no_unhandled_errors(logged_events)
+    lines = out.decode().splitlines()
+    assert len(lines) == 2, (out, err)
+    assert lines[0] == str(NOBODY)
+    ends = json.loads(lines[1])  # how each connection ended: {"eof": n, ...}
+    assert sum(ends.values()) == 300
+    assert set(ends) <= {"eof", "reset"}, ends  # never data, never a timeout
+    assert len(logged_events.named("a2a.unix.denied")) == 300
+    response = await unix_client(beacon.socket_path).get("http://x" + CARD_PATH)
+    assert response.code == 200
+    assert (await response.json())["supportedInterfaces"][0]["protocolBinding"] == UNIX_BINDING
+    assert logged_events.named("http.connection_refused") == []
 
 
 def test_peer_credentials_reads_so_peercred() -> None:

@@ -47,6 +47,7 @@ from twisted.application.service import Service
 from twisted.internet import tcp, unix
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IListeningPort, ITransport
+from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
@@ -84,12 +85,20 @@ def peer_credentials(transport: ITransport) -> tuple[int, int, int] | None:
 
 class _PeerCheckedProtocol(ProtocolWrapper):
     """
-    Serves the wrapped protocol only to an allowed peer; closes any other
-    connection before passing it a byte.
+    Serves an allowed peer with a protocol from the wrapped factory, built
+    only once the peer's credentials are checked; closes any other
+    connection before a byte is read. A denied connection never reaches the
+    wrapped factory, so it holds none of what the factory counts or limits
+    (a L{BeaconSite}'s connection caps).
     """
 
     denied = False
     peer_uid: int | None = None
+
+    def __init__(self, factory: PeerCheckedFactory, addr: Any) -> None:
+        # No wrapped protocol until the peer is known (see makeConnection).
+        super().__init__(factory, Protocol())
+        self._addr = addr
 
     def makeConnection(self, transport: ITransport) -> None:
         factory: PeerCheckedFactory = self.factory  # type: ignore[assignment]
@@ -106,6 +115,15 @@ class _PeerCheckedProtocol(ProtocolWrapper):
             )
             transport.loseConnection()
             return
+        wrapped = factory.wrappedFactory.buildProtocol(self._addr)
+        if wrapped is None:
+            # The wrapped factory refused the connection: close it, as a
+            # listening port does.
+            self.denied = True
+            self.transport = transport
+            transport.loseConnection()
+            return
+        self.wrappedProtocol = wrapped
         self.peer_uid = credentials[1]
         self.peer_pid = credentials[0]
         super().makeConnection(transport)
@@ -121,9 +139,11 @@ class _PeerCheckedProtocol(ProtocolWrapper):
         super().connectionLost(reason)
 
 
-class PeerCheckedFactory(WrappingFactory):
+class PeerCheckedFactory(WrappingFactory["_PeerCheckedProtocol"]):
     """
-    Wraps a factory so that only connections from allowed uids reach it.
+    Wraps a factory so that only connections from allowed uids reach it: the
+    wrapped factory builds a protocol only for a connection whose peer is
+    allowed.
     """
 
     protocol = _PeerCheckedProtocol
@@ -148,6 +168,13 @@ class PeerCheckedFactory(WrappingFactory):
             allowed_uids if allowed_uids is not None else frozenset({os.getuid(), 0})
         )
         self.credentials = credentials
+
+    def buildProtocol(self, addr: Any) -> _PeerCheckedProtocol:
+        """
+        A wrapper for a new connection; the wrapped factory is asked for its
+        protocol only when the peer turns out to be allowed.
+        """
+        return _PeerCheckedProtocol(self, addr)
 
 
 def operator_of(request: server.Request) -> str:
