@@ -161,7 +161,13 @@ class Listeners(Service):
                 address=_address_text(port),
             )
         if self._on_bound is not None:
-            self._on_bound(self.ports)
+            try:
+                self._on_bound(self.ports)
+            except BaseException:
+                for port in self.ports:
+                    port.stopListening()
+                self.ports = []
+                raise
 
     def startService(self) -> None:
         """Bind, unless L{privilegedStartService} did already."""
@@ -355,17 +361,65 @@ class _StreamEnder(Service):
 
 
 class DiscoveryFile(Service):
-    """Removes the bearer door's discovery file when Beacon stops."""
+    """
+    The bearer door's discovery file: written when Beacon starts (after
+    twistd has shed its privileges, so the file is the running user's),
+    once the door's port is bound and its URL known; removed when Beacon
+    stops, if it is still the file written here.
 
-    def __init__(self, path: str) -> None:
+    @ivar url: The door's URL, set once its port is bound.
+    """
+
+    def __init__(self, path: str, token: str) -> None:
+        """
+        @param path: Where the file goes.
+        @param token: The door's bearer token.
+        """
         self.path = path
+        self.url: str | None = None
+        self._token = token
+        self._written: tuple[int, int] | None = None
+
+    def startService(self) -> None:
+        """
+        Write the file (making the data directory, 0700, if need be).
+
+        @raise StartupError: It cannot be written.
+        """
+        super().startService()
+        if self.url is None or self._written is not None:
+            return
+        try:
+            write_discovery_file(self.path, self.url, self._token)
+            info = os.lstat(self.path)
+        except OSError as e:
+            log.critical(
+                "operator.discovery_failed: cannot write {path}: {reason}",
+                path=self.path,
+                reason=e.strerror or str(e),
+            )
+            raise StartupError(
+                f"operator http: cannot write {self.path}: {e.strerror or e}"
+            ) from None
+        self._written = (info.st_dev, info.st_ino)
+        log.info(
+            "operator.http_listening: bearer door at {url}; token in {path}",
+            url=self.url,
+            path=self.path,
+        )
 
     def stopService(self) -> None:
+        """Remove the file, unless it is no longer the one written here."""
         super().stopService()
+        written, self._written = self._written, None
+        if written is None:
+            return
         try:
-            os.unlink(self.path)
+            info = os.lstat(self.path)
         except FileNotFoundError:
-            pass
+            return
+        if (info.st_dev, info.st_ino) == written:
+            os.unlink(self.path)
 
 
 def _add_operator_doors(
@@ -398,6 +452,7 @@ def _add_operator_doors(
             BearerGate(door.root, token), clock=reactor, **config.limits.site_options()
         )
         site.noisy = False
+        discovery = DiscoveryFile(config.operator_discovery_file, token)
 
         def bound(ports: list[IListeningPort]) -> None:
             url = derive_public_url(config.operator_http, ports[0]) + "/"
@@ -410,16 +465,73 @@ def _add_operator_doors(
                 ),
                 reactor.seconds(),
             )
-            write_discovery_file(config.operator_discovery_file, url, token)
-            log.info(
-                "operator.http_listening: bearer door at {url}; token in {path}",
-                url=url,
-                path=config.operator_discovery_file,
-            )
+            discovery.url = url
 
         Listeners(reactor, (config.operator_http,), site, "operator", bound).setServiceParent(root)
-        DiscoveryFile(config.operator_discovery_file).setServiceParent(root)
+        discovery.setServiceParent(root)
     _StreamEnder(policy).setServiceParent(root)
+
+
+class AllOrNothing(MultiService):
+    """
+    A L{MultiService} whose start is all or nothing: when a child fails to
+    start (in L{privilegedStartService} or L{startService}), the children
+    that had started (or bound, in L{privilegedStartService}) are stopped,
+    newest first, before the error goes on. A failed start so leaves no
+    port bound, no operator socket and no discovery file behind; what is
+    on disk is removed at once (the reactor may never run: twistd exits).
+
+    @ivar undone: After a failed start, a L{Deferred} that fires once every
+        child stopped has finished stopping; otherwise None.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._begun: list[Any] = []
+        self.undone: Deferred[None] | None = None
+
+    def privilegedStartService(self) -> None:
+        Service.privilegedStartService(self)
+        for service in list(self):
+            self._begin(service, service.privilegedStartService)
+
+    def startService(self) -> None:
+        Service.startService(self)
+        for service in list(self):
+            self._begin(service, service.startService)
+
+    def stopService(self) -> Deferred[Any]:
+        self._begun = []
+        stopped: Deferred[Any] = super().stopService()
+        return stopped
+
+    def _begin(self, service: Any, start: Callable[[], None]) -> None:
+        try:
+            start()
+        except BaseException:
+            self._undo()
+            raise
+        if service not in self._begun:
+            self._begun.append(service)
+
+    def _undo(self) -> None:
+        begun, self._begun = self._begun, []
+        self.running = 0
+        stopping = []
+        for service in reversed(begun):
+            stopped: Deferred[Any] = maybeDeferred(service.stopService)
+            stopped.addErrback(_log_undo_failure, service)
+            stopping.append(stopped)
+        undone: Deferred[Any] = gatherResults(stopping)
+        self.undone = undone.addCallback(lambda _: None)
+
+
+def _log_undo_failure(failure: Failure, service: Any) -> None:
+    log.failure(
+        "beacon.start_undo_failed: stopping {service} after a failed start",
+        failure,
+        service=service,
+    )
 
 
 class _Announce(Service):
@@ -477,19 +589,19 @@ class HeapFreeze(Service):
         gc.freeze()
 
 
-def makeService(config: Config, reactor: Any) -> MultiService:
+def makeService(config: Config, reactor: Any) -> AllOrNothing:
     """
     Wire Beacon's service tree: the store, then the public HTTP listeners,
     the WebSocket binding's factory (served at C{/a2a/ws} on them) and its
     own C{--ws} listeners, then the operator's doors, then a start-up
-    announcement.
+    announcement. Its start is all or nothing (L{AllOrNothing}).
 
     @param config: The configuration (validated again here).
     @param reactor: The reactor everything runs on (listening, time,
         threads).
     """
     config = validate(config)
-    root = MultiService()
+    root = AllOrNothing()
     # SQLite in the data directory, or the PostgreSQL database several
     # instances share.
     store = open_store(store_url(config), reactor)

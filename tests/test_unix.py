@@ -1299,12 +1299,29 @@ def busy_port() -> Iterator[int]:
         holder.close()
 
 
+def closed(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:C{port}."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+    finally:
+        probe.close()
+
+
+def start_as_twistd(service: Any, start: str) -> None:
+    """Start C{service} as twistd does (privileged, then normal) or with startService alone."""
+    if start == "privilegedStartService":
+        service.privilegedStartService()
+    else:
+        service.startService()
+
+
 @pytest.mark.parametrize("start", ["privilegedStartService", "startService"])
 @pytest_twisted.ensureDeferred
 async def test_bearer_door_bind_failure_stops_startup(
     short_dir: str, busy_port: int, start: str
 ) -> None:
-    """If the bearer door's port is taken, start-up fails with StartupError and no discovery file is left."""
+    """If the bearer door's port is taken, start-up fails with StartupError; what had started is undone: no operator socket, no discovery file, no public port left open, and the tree is not running."""
     config = build_config(
         file_values={"operator": {"http": f"tcp:{busy_port}:interface=127.0.0.1"}},
         data_dir=short_dir,
@@ -1312,18 +1329,102 @@ async def test_bearer_door_bind_failure_stops_startup(
         public_url="http://127.0.0.1:1",
     )
     service = makeService(config, reactor)
+    (public,) = [s for s in service if isinstance(s, Listeners) and s._what == "http"]
+    bound: list[int] = []
+    public._on_bound = lambda ports: bound.append(ports[0].getHost().port)
+    with pytest.raises(StartupError) as caught:
+        start_as_twistd(service, start)
+    assert str(busy_port) in str(caught.value)
+    assert "operator" in str(caught.value)
+    assert not service.running
+    assert not os.path.lexists(os.path.join(short_dir, "operator.sock"))
+    assert not os.path.lexists(os.path.join(short_dir, "operator-http.json"))
+    assert not [n for n in os.listdir(short_dir) if n.startswith(".operator")]
+    assert service.undone is not None
+    await service.undone
+    assert bound and closed(bound[0])
+
+
+@pytest_twisted.ensureDeferred
+async def test_store_failure_after_binding_removes_the_operator_socket(
+    short_dir: str,
+) -> None:
+    """As under twistd: the listeners and the socket bind (privilegedStartService), then the store cannot open (startService): StoreError, and the socket, the discovery file and the ports are gone."""
+    from beacon.store import StoreError
+
+    os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
+    config = build_config(
+        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
+        data_dir=short_dir,
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+    )
+    service = makeService(config, reactor)
+    service.privilegedStartService()
+    socket_path = os.path.join(short_dir, "operator.sock")
+    assert answers(socket_path)
+    ports = [
+        p.getHost().port for s in service if isinstance(s, Listeners) for p in s.ports
+    ]
+    assert len(ports) == 2
+    with pytest.raises(StoreError):
+        service.startService()
+    assert not service.running
+    assert not os.path.lexists(socket_path)
+    assert not os.path.lexists(os.path.join(short_dir, "operator-http.json"))
+    assert service.undone is not None
+    await service.undone
+    assert all(closed(port) for port in ports)
+
+
+@pytest.mark.parametrize("start", ["privilegedStartService", "startService"])
+@pytest_twisted.ensureDeferred
+async def test_bearer_door_alone_on_a_fresh_data_directory(
+    short_dir: str, start: str
+) -> None:
+    """[operator] socket = "" with the bearer door, on a data directory that does not exist yet: Beacon starts, makes the directory 0700 and writes the discovery file 0600 in it."""
+    data = os.path.join(short_dir, "new", "data")
+    config = build_config(
+        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
+        data_dir=data,
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
+    )
+    service = makeService(config, reactor)
+    start_as_twistd(service, start)
+    if start == "privilegedStartService":
+        service.startService()
     try:
-        with pytest.raises(StartupError) as caught:
-            getattr(service, start)()
-        assert str(busy_port) in str(caught.value)
-        assert "operator" in str(caught.value)
-        assert not os.path.lexists(os.path.join(short_dir, "operator-http.json"))
-        assert not [n for n in os.listdir(short_dir) if n.startswith(".operator-http-")]
+        path = os.path.join(data, "operator-http.json")
+        assert mode_of(path) == 0o600
+        assert mode_of(data) == 0o700
+        assert set(read_json(path)) == {"url", "token"}
     finally:
-        if start == "startService":
-            await service.stopService()
-        else:
-            # Only the listeners bound; close them (the store never opened).
-            for child in service:
-                if isinstance(child, (Listeners, OperatorSocket)):
-                    await child.stopService()
+        await service.stopService()
+    assert not os.path.lexists(path)
+
+
+@pytest_twisted.ensureDeferred
+async def test_failed_start_keeps_a_discovery_file_it_did_not_write(
+    short_dir: str,
+) -> None:
+    """A start that fails before its bearer door has written anything (the store cannot open, after the ports bound) leaves alone a discovery file that is not its own: another Beacon's, on the same data directory."""
+    from beacon.store import StoreError
+
+    path = os.path.join(short_dir, "operator-http.json")
+    write_discovery_file(path, "http://127.0.0.1:1/", "someone else's")
+    os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
+    config = build_config(
+        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
+        data_dir=short_dir,
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+    )
+    service = makeService(config, reactor)
+    service.privilegedStartService()
+    with pytest.raises(StoreError):
+        service.startService()
+    assert service.undone is not None
+    await service.undone
+    assert read_json(path)["token"] == "someone else's"

@@ -314,7 +314,11 @@ class OperatorSocket(Service):
                 reason=e.strerror,
             )
             raise StartupError(f"operator socket: cannot listen on {self.path}: {e.strerror}") from None
-        info = os.lstat(self.path)
+        try:
+            info = os.lstat(self.path)
+        except BaseException:
+            listener.close()
+            raise
         self._inode = (info.st_dev, info.st_ino)
         # reactor.adoptStreamPort would chmod the socket to Port's default
         # 0666 and name it by its staging path; a Port built for the final
@@ -327,6 +331,7 @@ class OperatorSocket(Service):
             port.startListening()
         except BaseException:
             listener.close()
+            self._remove()
             raise
         self._port = port
         log.info("a2a.unix.listening: operator socket {path}", path=self.path)
@@ -337,20 +342,28 @@ class OperatorSocket(Service):
         self.privilegedStartService()
 
     def stopService(self) -> Deferred[None]:
-        """Stop listening and remove the socket (if it is still ours)."""
+        """
+        Remove the socket (if it is still ours), at once: no new connection
+        can reach it, and it is gone even if the reactor never runs again (a
+        failed start); then stop listening.
+        """
         super().stopService()
         port, self._port = self._port, None
+        self._remove()
         stopped: Deferred[Any] = maybeDeferred(port.stopListening) if port else succeed(None)
+        return stopped.addCallback(lambda _: None)
 
-        def remove(_: Any) -> None:
-            try:
-                info = os.lstat(self.path)
-            except FileNotFoundError:
-                return
-            if (info.st_dev, info.st_ino) == self._inode:
-                os.unlink(self.path)
-
-        return stopped.addCallback(remove)
+    def _remove(self) -> None:
+        """Unlink the socket path if it still names the socket bound here."""
+        inode, self._inode = self._inode, None
+        if inode is None:
+            return
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if (info.st_dev, info.st_ino) == inode:
+            os.unlink(self.path)
 
 
 class BearerGate(Resource):
@@ -419,9 +432,11 @@ def new_token() -> str:
 def write_discovery_file(path: str, url: str, token: str) -> None:
     """
     Write C{{"url": ..., "token": ...}} to C{path}, readable by this user
-    only (created 0600, then renamed into place).
+    only (created 0600, then renamed into place); its directory (the data
+    directory) is made, 0700, if it does not exist yet.
     """
     directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=".operator-http-", dir=directory)
     try:
         os.fchmod(descriptor, 0o600)
