@@ -6,15 +6,18 @@ where the global reactor is imported.
 from __future__ import annotations
 
 import os
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from twisted.application.service import IService, MultiService
+from twisted.logger import Logger
 from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
 from beacon.logs import use_fast_text_log
 from beacon.service import HeapFreeze, StartupError
 from beacon.store import StoreError
+
+log = Logger()
 
 
 class Options(usage.Options):
@@ -115,50 +118,104 @@ def _check_endpoints(descriptions: tuple[str, ...], option: str = "--http") -> N
             ) from None
 
 
+class StartupFailed(SystemExit, Exception):
+    """
+    C{twistd beacon} cannot start; C{str()} says why in one line.
+
+    It is both kinds of exception on purpose. As an L{Exception} out of
+    twistd's start of the application, twistd handles it as any start-up
+    failure: it removes its pidfile and, daemonized, reports it to the
+    parent process waiting for the start, which prints it and exits 1 (as
+    C{twistd web} does on a port in use). As a L{SystemExit} (status 1),
+    once twistd lets it go, it ends the process without a traceback.
+    """
+
+    def __init__(self, reason: str) -> None:
+        SystemExit.__init__(self, 1)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _keep_stderr() -> int | None:
+    """
+    A copy of the process's standard error as it is now, before twistd
+    daemonizes (which points standard error at /dev/null) or sends it to
+    the log: where the reason of a failed start is written for whoever
+    started twistd. Not inherited by programs run later.
+    """
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
 class _StartupGuard(MultiService):
     """
     The root under twistd: a start-up failure (a listener that cannot bind, a
-    store that cannot open) ends twistd with its one-line message instead of
-    a traceback, and removes the pidfile twistd wrote for this process (twistd
-    itself removes it only after a reactor run).
+    store that cannot open) ends twistd with exit status 1 and its one-line
+    reason, on the standard error twistd was started with (in daemon mode
+    too) and in the log as C{beacon.start_failed}, instead of a traceback;
+    twistd removes its pidfile, and the tree below has undone what had
+    started (L{beacon.service.AllOrNothing}). Standard error is let go once
+    the start succeeds.
     """
 
-    def __init__(self, twistd_options: Any = None) -> None:
+    def __init__(self, stderr: int | None = None) -> None:
         """
-        @param twistd_options: twistd's own options (for C{--pidfile}), if
-            any.
+        @param stderr: A file descriptor this service owns, for the reason
+            of a failed start (L{_keep_stderr}); closed once the start
+            succeeds or has failed.
         """
         super().__init__()
-        self._twistd_options = twistd_options
+        self._stderr = stderr
 
     def privilegedStartService(self) -> None:
         try:
             super().privilegedStartService()
         except (StartupError, StoreError) as e:
             self._fail(e)
+        except Exception as e:
+            self._unexpected(e)
+            raise
 
     def startService(self) -> None:
         try:
             super().startService()
         except (StartupError, StoreError) as e:
             self._fail(e)
+        except Exception as e:
+            self._unexpected(e)
+            raise
+        self._tell(None)
 
     def _fail(self, error: Exception) -> NoReturn:
-        self._remove_pidfile()
-        raise SystemExit(f"beacon: cannot start: {error}") from None
+        self.running = 0
+        reason = " ".join(str(error).split("\n"))
+        log.critical("beacon.start_failed: {reason}", reason=reason)
+        self._tell(f"beacon: cannot start: {reason}")
+        raise StartupFailed(reason) from None
 
-    def _remove_pidfile(self) -> None:
-        options = self._twistd_options
-        path = options.get("pidfile") if hasattr(options, "get") else None
-        if not path:
+    def _unexpected(self, error: Exception) -> None:
+        # A bug, not a condition: twistd logs the traceback; say where it is.
+        self._tell(
+            f"beacon: cannot start: {type(error).__name__}: {error}"
+            " (the traceback is in the log)"
+        )
+
+    def _tell(self, line: str | None) -> None:
+        """Write C{line} to the kept standard error, if any, and let it go."""
+        descriptor, self._stderr = self._stderr, None
+        if descriptor is None:
             return
         try:
-            with open(path) as pidfile:
-                written = int(pidfile.read().strip())
-            if written == os.getpid():
-                os.unlink(path)
-        except (OSError, ValueError):
+            if line is not None:
+                os.write(descriptor, line.encode("utf-8", "backslashreplace") + b"\n")
+        except OSError:
             pass
+        finally:
+            os.close(descriptor)
 
 
 def makeService(options: Options) -> IService:
@@ -170,7 +227,8 @@ def makeService(options: Options) -> IService:
     from beacon.service import makeService as make
 
     assert options.config is not None
-    guard = _StartupGuard(getattr(options, "parent", None))
+    under_twistd = getattr(options, "parent", None) is not None
+    guard = _StartupGuard(_keep_stderr() if under_twistd else None)
     make(options.config, reactor).setServiceParent(guard)
     HeapFreeze(reactor).setServiceParent(guard)
     return guard

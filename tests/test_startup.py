@@ -1,0 +1,320 @@
+"""
+Start-up failures of a real C{twistd beacon}, daemonized (no C{-n}, as
+README's Deploy suggests) and in the foreground: a port in use, a missing
+PostgreSQL database. twistd must exit non-zero promptly with the one-line
+reason on standard error (as C{twistd web} exits 1 and says why), remove its
+pidfile, and leave nothing behind: no process, no operator socket, no
+discovery file. A start that succeeds returns at once and keeps nothing of
+the caller's (its standard error) open.
+
+Each test runs in its own temporary directory, binds 127.0.0.1 only, waits on
+processes with a bounded timeout, and kills by pid every process whose
+command line names that directory (a daemon is no child of the test).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.application.service import Service
+
+from beacon.service import StartupError
+from beacon.tap import StartupFailed, _StartupGuard
+from peers.postgres import ADMIN_URL, RunDatabase, postgresql, with_database  # noqa: F401
+from peers.process import TWISTD, _die_with_parent
+
+#: How long twistd may take to give up (or to daemonize) before a test
+#: fails. Generous: the machine may be loaded; a hang is what is caught.
+EXIT_TIMEOUT = 30.0
+
+
+@dataclass
+class Finished:
+    """How a twistd command ended."""
+
+    code: int
+    stdout: str
+    stderr: str
+    log: str
+
+
+class Twistd:
+    """
+    Runs C{twistd ... beacon ...} in one directory, and kills whatever it
+    left running there.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.data = directory / "data"
+        self.pidfile = directory / "twistd.pid"
+        self.logfile = directory / "twistd.log"
+
+    def run(self, *beacon_args: str, daemon: bool = True) -> Finished:
+        """
+        Run twistd with C{--pidfile} and C{--logfile} in the directory, and
+        wait (bounded) for the command to return.
+        """
+        argv = [
+            str(TWISTD),
+            f"--pidfile={self.pidfile}",
+            f"--logfile={self.logfile}",
+            *([] if daemon else ["-n"]),
+            "beacon",
+            "--data",
+            str(self.data),
+            *beacon_args,
+        ]
+        process = subprocess.Popen(
+            argv,
+            cwd=self.directory,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            preexec_fn=_die_with_parent,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            raise AssertionError(
+                f"twistd did not return within {EXIT_TIMEOUT} s; stderr {stderr!r};"
+                f" the log:\n{self.log()}"
+            ) from None
+        return Finished(process.returncode, stdout, stderr, self.log())
+
+    def log(self) -> str:
+        """twistd's log file, if any."""
+        try:
+            return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def running(self) -> list[int]:
+        """Every process (but this one) whose command line names the directory."""
+        marker = os.fsencode(str(self.directory))
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker in f.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+        return found
+
+    def kill_all(self) -> None:
+        """SIGKILL every process L{running} finds."""
+        for pid in self.running():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# The guard at twistd's edge, in process.
+
+
+class _Failing(Service):
+    """Fails to start, in the phase named, with the error given."""
+
+    def __init__(self, phase: str, error: Exception) -> None:
+        self.phase = phase
+        self.error = error
+
+    def privilegedStartService(self) -> None:
+        super().privilegedStartService()
+        if self.phase == "privilegedStartService":
+            raise self.error
+
+    def startService(self) -> None:
+        super().startService()
+        if self.phase == "startService":
+            raise self.error
+
+
+def guarded(child: Service) -> tuple[_StartupGuard, int]:
+    """A guard over C{child} whose kept standard error is a pipe; returns the guard and the pipe's read end."""
+    read, write = os.pipe()
+    guard = _StartupGuard(write)
+    child.setServiceParent(guard)
+    return guard, read
+
+
+def read_all(descriptor: int) -> bytes:
+    """Everything in a pipe whose write end is closed (else this blocks: the guard must close it)."""
+    data = b""
+    try:
+        while chunk := os.read(descriptor, 4096):
+            data += chunk
+    finally:
+        os.close(descriptor)
+    return data
+
+
+@pytest.mark.parametrize("phase", ["privilegedStartService", "startService"])
+def test_guard_turns_a_startup_error_into_exit_status_1_and_one_line(
+    phase: str, logged_events: Any
+) -> None:
+    """A StartupError becomes StartupFailed: an Exception (twistd reports it and removes its pidfile) and a SystemExit with status 1 (no traceback); the one-line reason goes to the kept standard error, which is then closed, and to the log as beacon.start_failed."""
+    guard, read = guarded(_Failing(phase, StartupError("cannot listen on 'x':\nbusy")))
+    with pytest.raises(StartupFailed) as caught:
+        getattr(guard, phase)()
+    assert isinstance(caught.value, Exception)
+    assert isinstance(caught.value, SystemExit)
+    assert caught.value.code == 1
+    assert str(caught.value) == "cannot listen on 'x': busy"
+    assert read_all(read) == b"beacon: cannot start: cannot listen on 'x': busy\n"
+    assert [e["reason"] for e in logged_events.named("beacon.start_failed")] == [
+        "cannot listen on 'x': busy"
+    ]
+    assert not guard.running
+
+
+def test_guard_lets_an_unexpected_error_through_and_says_so() -> None:
+    """Any other exception (a bug) goes on unchanged, for twistd to log its traceback; the kept standard error gets one line naming it."""
+    guard, read = guarded(_Failing("startService", RuntimeError("oops")))
+    with pytest.raises(RuntimeError, match="oops"):
+        guard.startService()
+    assert read_all(read) == (
+        b"beacon: cannot start: RuntimeError: oops (the traceback is in the log)\n"
+    )
+
+
+def test_guard_lets_standard_error_go_once_started() -> None:
+    """A start that succeeds writes nothing and closes the kept standard error (a daemon must not hold its starter's stderr open)."""
+    guard, read = guarded(Service())
+    guard.privilegedStartService()
+    guard.startService()
+    assert read_all(read) == b""
+    assert guard.running
+
+
+# twistd beacon, for real.
+
+
+@pytest.fixture
+def twistd(tmp_path: Path) -> Iterator[Twistd]:
+    runner = Twistd(tmp_path)
+    try:
+        yield runner
+    finally:
+        runner.kill_all()
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port this test holds, listening."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        yield holder.getsockname()[1]
+
+
+def reason_line(finished: Finished) -> str:
+    """The first line twistd wrote on standard error."""
+    lines = finished.stderr.splitlines()
+    assert lines, f"nothing on stderr (exit code {finished.code}); the log:\n{finished.log}"
+    return lines[0]
+
+
+def assert_nothing_left(twistd: Twistd, finished: Finished) -> None:
+    """No pidfile, no process, no operator socket or discovery file, no traceback in the log."""
+    assert not twistd.pidfile.exists(), "the pidfile outlived a failed start"
+    assert not (twistd.data / "operator.sock").exists(), "a failed start left operator.sock"
+    assert not (twistd.data / "operator-http.json").exists()
+    assert "Traceback" not in finished.log, finished.log
+    # The daemon, if there was one, is gone (bounded wait: it may be exiting).
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while twistd.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert twistd.running() == []
+
+
+@pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "foreground"])
+def test_port_in_use_exits_1_with_the_reason_on_stderr(
+    twistd: Twistd, busy_port: int, daemon: bool
+) -> None:
+    """twistd beacon on a port in use exits 1 promptly, daemonized or not, its first line on stderr the one-line reason; the log says it as beacon.start_failed."""
+    endpoint = f"tcp:{busy_port}:interface=127.0.0.1"
+    finished = twistd.run("--http", endpoint, daemon=daemon)
+    assert finished.code == 1, finished
+    assert reason_line(finished) == (
+        f"beacon: cannot start: cannot listen on {endpoint!r} (http): Couldn't listen"
+        f" on 127.0.0.1:{busy_port}: [Errno 98] Address already in use."
+    )
+    assert "beacon.start_failed: cannot listen on" in finished.log
+    assert "beacon.started" not in finished.log
+    assert_nothing_left(twistd, finished)
+
+
+@pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "foreground"])
+def test_missing_postgresql_database_exits_1_with_the_reason_on_stderr(
+    twistd: Twistd, postgresql: RunDatabase, daemon: bool  # noqa: F811
+) -> None:
+    """twistd beacon --store naming a database that does not exist exits 1 promptly with the reason on stderr, and removes the operator socket it had bound."""
+    missing = f"beacon_missing_{uuid.uuid4().hex[:12]}"
+    finished = twistd.run(
+        "--http",
+        "tcp:0:interface=127.0.0.1",
+        "--store",
+        with_database(ADMIN_URL, missing),
+        daemon=daemon,
+    )
+    assert finished.code == 1, finished
+    line = reason_line(finished)
+    assert line.startswith("beacon: cannot start: cannot connect to the database "), line
+    assert f'database "{missing}" does not exist' in line, line
+    # The socket was bound before the store failed to open.
+    assert "a2a.unix.listening" in finished.log
+    assert_nothing_left(twistd, finished)
+
+
+def test_bearer_door_port_in_use_removes_the_operator_socket(
+    twistd: Twistd, busy_port: int
+) -> None:
+    """When the bearer door cannot bind, the operator socket bound just before it is removed and twistd exits 1 with the reason."""
+    config = twistd.directory / "beacon.toml"
+    config.write_text(f'[operator]\nhttp = "tcp:{busy_port}:interface=127.0.0.1"\n')
+    finished = twistd.run("--config", str(config), "--http", "tcp:0:interface=127.0.0.1")
+    assert finished.code == 1, finished
+    assert "(operator)" in reason_line(finished)
+    assert "a2a.unix.listening" in finished.log
+    assert_nothing_left(twistd, finished)
+
+
+def test_bearer_door_alone_starts_on_a_fresh_data_directory(twistd: Twistd) -> None:
+    """With the socket disabled and the bearer door on, a daemon on a data directory that does not exist yet starts, writes its discovery file (0600, in a 0700 directory), returns 0 at once, and removes the file on SIGTERM."""
+    config = twistd.directory / "beacon.toml"
+    config.write_text('[operator]\nsocket = ""\nhttp = "tcp:0:interface=127.0.0.1"\n')
+    assert not twistd.data.exists()
+    finished = twistd.run("--config", str(config), "--http", "tcp:0:interface=127.0.0.1")
+    assert finished.code == 0, finished
+    assert finished.stderr == ""
+    pid = int(twistd.pidfile.read_text())
+    discovery = twistd.data / "operator-http.json"
+    assert discovery.stat().st_mode & 0o777 == 0o600
+    assert twistd.data.stat().st_mode & 0o777 == 0o700
+    assert not (twistd.data / "operator.sock").exists()
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while pid in twistd.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid not in twistd.running()
+    assert not discovery.exists()
+    assert "Traceback" not in twistd.log()
