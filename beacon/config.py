@@ -83,6 +83,9 @@ class Config:
     @ivar public_url: The base URL the card advertises, without a trailing
         slash; None to derive it from the first HTTP listener once bound.
     @ivar access_log: Whether the public listeners log a line per request.
+    @ivar cors_origins: The web origins whose pages may call the RPC
+        endpoints (C{POST /a2a/v1}, the native submit) through CORS; empty:
+        none (the discovery documents are open to every origin regardless).
     @ivar card: The operator's words on the card.
     @ivar limits: The public doors' limits.
     @ivar operator_socket: The operator's unix socket: None for the default
@@ -104,6 +107,7 @@ class Config:
     http: tuple[str, ...] = DEFAULT_HTTP
     public_url: str | None = None
     access_log: bool = False
+    cors_origins: tuple[str, ...] = ()
     card: CardText = field(default_factory=CardText)
     limits: Limits = field(default_factory=Limits)
     operator_socket: str | None = None
@@ -131,7 +135,7 @@ class Config:
 
 
 _SECTIONS: dict[str, set[str]] = {
-    "server": {"data", "http", "public_url", "access_log"},
+    "server": {"data", "http", "public_url", "access_log", "cors_origins"},
     "card": {
         "name",
         "description",
@@ -304,6 +308,10 @@ def build_config(
         config = replace(
             config, public_url=_typed("server", "public_url", server["public_url"], str)
         )
+    if "cors_origins" in server:
+        config = replace(
+            config, cors_origins=_strings("server", "cors_origins", server["cors_origins"])
+        )
 
     card = CardText()
     for key in _SECTIONS["card"]:
@@ -394,8 +402,8 @@ def _check_loopback_tcp(description: str) -> None:
         )
 
 
-def _check_websocket(options: WebSocketOptions) -> None:
-    for origin in options.allowed_origins:
+def _check_origins(where: str, origins: tuple[str, ...]) -> None:
+    for origin in origins:
         parts = urlsplit(origin)
         if origin != "null" and (
             not parts.scheme
@@ -406,9 +414,13 @@ def _check_websocket(options: WebSocketOptions) -> None:
             or not origin.isascii()
         ):
             raise ConfigError(
-                f"[websocket] allowed_origins: {origin!r} is not an origin "
+                f"{where}: {origin!r} is not an origin "
                 '(scheme://host[:port], for example "https://app.example", or "null")'
             )
+
+
+def _check_websocket(options: WebSocketOptions) -> None:
+    _check_origins("[websocket] allowed_origins", options.allowed_origins)
     if not (1024 <= options.max_message <= 64 * 1024 * 1024):
         raise ConfigError("[websocket] max_message must be between 1024 and 67108864 bytes")
     if not (1 <= options.max_in_flight <= 10_000):
@@ -448,6 +460,8 @@ def validate(config: Config) -> Config:
         if not (0.1 <= getattr(limits, key) <= 86400):
             raise ConfigError(f"[limits] {key} must be between 0.1 and 86400 seconds")
     _check_websocket(config.websocket)
+    _check_origins("[server] cors_origins", config.cors_origins)
+    config = replace(config, cors_origins=tuple(o.lower() for o in config.cors_origins))
     if config.store_url is not None:
         try:
             parse_store_url(config.store_url)

@@ -292,6 +292,7 @@ def beacon_resources(
         rate=RateLimiter(config.limits.rate, config.limits.burst, reactor),
         sources=config.limits.source_resolver(),
         auth=config.auth,
+        cors_origins=frozenset(config.cors_origins),
     )
     dispatcher = Dispatcher(policy)
     result = BeaconResources(

@@ -7,11 +7,31 @@ C{logged_events} fixture's C{expect_failures()}.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from twisted.logger import globalLogPublisher
+
+# Hypothesis: in CI (CI=true) every run draws the same examples (derandomized,
+# no example database), so that a run passes or fails by the code alone, and
+# no health check times the machine. Local runs keep searching with random
+# seeds and keep their example database: what a search finds is pinned in its
+# test with @example.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+)
 
 
 class LoggedEvents:

@@ -233,7 +233,7 @@ def test_rate_limit_comes_before_the_credential(tmp_path: Path) -> None:
     codes = []
     for _ in range(2):
         response = _sync.successResultOf(
-            treq.post("https://beacon.example/a2a/v1", data=json.dumps(SEND).encode(), headers={"A2A-Version": "1.0"})
+            treq.post("https://beacon.example/a2a/v1", data=json.dumps(SEND).encode(), headers={"A2A-Version": "1.0", "Content-Type": "application/json"})
         )
         codes.append(response.code)
     assert codes == [401, 429]

@@ -275,3 +275,12 @@ def test_twistd_tree_freezes_the_start_up_heap_last(tmp_path: Any) -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_cors_origins_are_origins_compared_in_lower_case() -> None:
+    """[server] cors_origins takes origins only (scheme://host[:port]) and keeps them lower-cased."""
+    config = build_config({"server": {"cors_origins": ["https://App.Example:8443", "null"]}})
+    assert config.cors_origins == ("https://app.example:8443", "null")
+    for bad in ["app.example", "https://app.example/path", "https://app.example/?q", 5]:
+        with pytest.raises(ConfigError, match="cors_origins"):
+            build_config({"server": {"cors_origins": [bad]}})

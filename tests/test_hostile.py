@@ -26,7 +26,9 @@ _sync = SynchronousTestCase()
 PUBLIC = "https://beacon.example"
 SPECIFIED_RPC = {-32700, -32600, -32601, -32602, -32001, -32002, -32003, -32004, -32005, -32007, -32009}
 HOSTILE = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 json_values = st.recursive(

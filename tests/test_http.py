@@ -52,6 +52,7 @@ def raw_post(body: bytes) -> bytes:
     """A whole SendMessage-style POST to /a2a/v1 carrying C{body}, as bytes on the wire."""
     return (
         b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Type: application/json\r\n"
         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
 
@@ -226,7 +227,11 @@ def test_other_versions_refused(beacon: Beacon, version: str) -> None:
 def test_missing_version_refused(beacon: Beacon) -> None:
     """No version at all means 0.3, which this interface does not speak."""
     response = _sync.successResultOf(
-        beacon.treq.post(PUBLIC + "/a2a/v1", data=json.dumps(send_message()).encode())
+        beacon.treq.post(
+            PUBLIC + "/a2a/v1",
+            data=json.dumps(send_message()).encode(),
+            headers={"Content-Type": "application/json"},
+        )
     )
     body = json.loads(_sync.successResultOf(response.content()))
     assert body["error"]["code"] == -32009
@@ -343,7 +348,7 @@ def test_embedding_in_an_existing_site() -> None:
         client.post(
             PUBLIC + "/a2a/v1",
             data=json.dumps(send_message()).encode(),
-            headers={"A2A-Version": "1.0"},
+            headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
         )
     )
     answer = json.loads(_sync.successResultOf(response.content()))
@@ -405,7 +410,7 @@ def test_chunked_body_over_cap_is_refused_while_it_arrives(beacon: Beacon) -> No
     for _ in range(2):
         channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n")
     assert transport.value() == b""
-    request = channel.http._channel.requests[-1]
+    request = channel.http.requests[-1]
     channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n" + b"0\r\n\r\n")
     raw = transport.value()
     assert status_of(raw) == 413
@@ -420,7 +425,7 @@ def test_chunked_body_within_cap_is_served(beacon: Beacon) -> None:
     channel, transport = connect(beacon)
     channel.dataReceived(
         b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
         + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
     )
     assert status_of(transport.value()) == 200
@@ -558,7 +563,8 @@ def test_slow_headers_then_body_get_each_their_own_timeout(beacon: Beacon) -> No
     channel.dataReceived(b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\n")
     beacon.clock.advance(9)
     channel.dataReceived(
-        b"A2A-Version: 1.0\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        b"A2A-Version: 1.0\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
     )
     beacon.clock.advance(29)
     assert transport.value() == b""

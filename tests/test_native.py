@@ -144,7 +144,7 @@ def test_native_and_a2a_submissions_are_the_same_record(beacon: Beacon) -> None:
         },
     }
     _, raw = beacon.request(
-        "POST", PUBLIC + "/a2a/v1", data=json.dumps(request).encode(), headers={"A2A-Version": "1.0"}
+        "POST", PUBLIC + "/a2a/v1", data=json.dumps(request).encode(), headers={"A2A-Version": "1.0", "Content-Type": "application/json"}
     )
     task = json.loads(raw)["result"]["task"]
     a2a_receipt = task["metadata"]["receipt"]
@@ -156,7 +156,7 @@ def test_native_and_a2a_submissions_are_the_same_record(beacon: Beacon) -> None:
     assert (first.kind, first.content) == (second.kind, second.content)
     assert (first.door, second.door) == ("native", "jsonrpc")
     _, a2a_status = beacon.request(
-        "POST", PUBLIC + "/a2a/v1", headers={"A2A-Version": "1.0"},
+        "POST", PUBLIC + "/a2a/v1", headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
         data=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": native_receipt["id"]}}).encode(),
     )
     assert json.loads(a2a_status)["result"]["status"]["state"] == "TASK_STATE_SUBMITTED"
@@ -169,7 +169,7 @@ def test_text_through_both_doors_hashes_alike(beacon: Beacon) -> None:
         "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "one"}, {"text": "two"}]}},
     }
-    _, raw = beacon.request("POST", PUBLIC + "/a2a/v1", data=json.dumps(request).encode(), headers={"A2A-Version": "1.0"})
+    _, raw = beacon.request("POST", PUBLIC + "/a2a/v1", data=json.dumps(request).encode(), headers={"A2A-Version": "1.0", "Content-Type": "application/json"})
     assert json.loads(raw)["result"]["task"]["metadata"]["receipt"]["sha256"] == native["receipt"]["sha256"]
 
 
@@ -282,7 +282,7 @@ def test_rate_limit_is_shared_with_a2a() -> None:
     response, answer = beacon.submit({"text": "one"})
     assert response.code == 201
     beacon.request("GET", f"{SUBMIT}/{answer['receipt']['id']}")
-    beacon.request("POST", PUBLIC + "/a2a/v1", data=b"{}", headers={"A2A-Version": "1.0"})
+    beacon.request("POST", PUBLIC + "/a2a/v1", data=b"{}", headers={"A2A-Version": "1.0", "Content-Type": "application/json"})
     response, answer = beacon.submit({"text": "four"})
     assert response.code == 429
     assert answer["error"]["code"] == "rate_limited"

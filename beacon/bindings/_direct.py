@@ -12,9 +12,9 @@ renders the addressed resource itself, with a L{DirectRequest}:
     - every header line is a token, a colon and a value of visible
       characters (no obs-fold, no control characters), at most
       C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;
-    - there is no C{Transfer-Encoding}, C{Expect} or C{Upgrade}; a POST
-      declares one C{Content-Length} within the site's C{max_body}, a GET
-      or HEAD none (or 0);
+    - there is exactly one C{Host} line and no C{Transfer-Encoding},
+      C{Expect} or C{Upgrade}; a POST declares one C{Content-Length}
+      within the site's C{max_body}, a GET or HEAD none (or 0);
     - the path leads through the C{children} of plain resources (whose
       C{getChildWithDefault} is L{Resource}'s own) to a resource that
       provides L{IDirectResource}.
@@ -22,8 +22,9 @@ renders the addressed resource itself, with a L{DirectRequest}:
 Anything else, from the first request that is not plain onwards, is
 handed over: the connection's bytes go to twisted.web's L{HTTPChannel}
 (with L{BeaconSite}'s limits and deadlines), which decides and answers as
-it always has. The hand-over waits for a request in flight, so answers
-keep their order. What the direct channel answers is what twisted.web
+it always has: every request whose framing headers are missing, repeated
+or unusual is decided there, by one code path. The hand-over waits for a
+request in flight, so answers keep their order. What the direct channel answers is what twisted.web
 would answer for the same request, header for header (the C{Date}
 excepted, which it takes from the site's clock): a test sends the same
 requests both ways and compares the bytes.
@@ -42,7 +43,7 @@ import math
 import re
 from functools import lru_cache
 from io import BytesIO
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import parse_qs
 
 from twisted.internet.defer import Deferred
@@ -92,6 +93,35 @@ _HEADER_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
 _HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
 #: Request headers whose presence hands a request to twisted.web.
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
+
+
+#: Reason phrases: RFC 9110's where twisted.web has none or an older one.
+REASONS: dict[int, bytes] = {
+    **RESPONSES,
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    426: b"Upgrade Required",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+}
+
+
+def reason_phrase(code: int) -> bytes:
+    """The reason phrase of status C{code} (RFC 9110 15)."""
+    return REASONS.get(code, b"Unknown Status")
+
+
+def connection_tokens(values: Sequence[bytes] | None) -> list[bytes]:
+    """
+    The options of a request's C{Connection} field lines, lower-cased: a
+    list whose lines combine, comma-separated (RFC 9110 5.3, 7.6.1), so
+    that C{close} on any line or in any place means close.
+    """
+    if not values:
+        return []
+    return [
+        token.strip(b" \t").lower() for value in values for token in value.split(b",")
+    ]
 
 
 class IDirectResource(Interface):
@@ -229,7 +259,7 @@ class DirectRequest:
     def setResponseCode(self, code: int, message: bytes | None = None) -> None:
         """Set the status code (and its phrase)."""
         self.code = code
-        self.code_message = message or RESPONSES.get(code, b"Unknown Status")
+        self.code_message = message or reason_phrase(code)
 
     def setHeader(self, name: bytes | str, value: bytes | str) -> None:
         """Set response header C{name} to C{value}, replacing any other."""
@@ -574,8 +604,9 @@ class DirectChannel(Protocol):
         if _HEADER_BLOCK.fullmatch(block) is None:
             self._hand_over()
             return False
+        lines = _HEADER.findall(block)
         headers: dict[bytes, list[bytes]] = {}
-        for name, value in _HEADER.findall(block):
+        for name, value in lines:
             name = name.lower()
             if name in headers:
                 headers[name].append(value)
@@ -585,8 +616,11 @@ class DirectChannel(Protocol):
         path = line.group(2)
         length = 0
         declared = headers.get(b"content-length")
+        hosts = headers.get(b"host")
         if (
-            len(headers) > MAX_HEADERS
+            len(lines) > MAX_HEADERS
+            or hosts is None
+            or len(hosts) != 1
             or not _HANDED_OVER.isdisjoint(headers)
             or (declared is not None and (len(declared) != 1 or not declared[0].isdigit()))
         ):
@@ -611,12 +645,7 @@ class DirectChannel(Protocol):
             return False
         body = buffer[start : start + length]
         self._buffer = buffer[start + length :]
-        close = False
-        connection = headers.get(b"connection")
-        if connection is not None:
-            close = b"close" in [
-                token.strip().lower() for value in connection for token in value.split(b",")
-            ]
+        close = b"close" in connection_tokens(headers.get(b"connection"))
         query = line.group(3)
         uri = path + query if query else path
         request = DirectRequest(
@@ -756,4 +785,11 @@ class DirectChannel(Protocol):
             self._idle = None
 
 
-__all__ = ["DirectChannel", "DirectRequest", "IDirectResource", "direct_resource"]
+__all__ = [
+    "DirectChannel",
+    "DirectRequest",
+    "IDirectResource",
+    "connection_tokens",
+    "direct_resource",
+    "reason_phrase",
+]

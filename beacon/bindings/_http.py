@@ -38,7 +38,7 @@ from io import BytesIO
 from typing import Any, Callable
 
 from twisted.internet.interfaces import IReactorTime
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
@@ -50,9 +50,12 @@ from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
 from beacon.bindings._direct import (
+    MAX_HEADERS,
     DirectChannel,
     IDirectResource,
+    connection_tokens,
     error_body,
+    reason_phrase,
     refuse_connection,
     refuse_slow,
 )
@@ -80,6 +83,54 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 30.0
 
 JSON_TYPE = b"application/json"
+#: The request headers a browser may send cross-origin to an RPC endpoint
+#: (for the origins of C{[server] cors_origins}).
+CORS_REQUEST_HEADERS = b"Content-Type, A2A-Version, A2A-Extensions, Authorization, X-API-Key"
+#: The response headers such a browser may read.
+CORS_EXPOSED_HEADERS = b"A2A-Extensions, Retry-After, WWW-Authenticate"
+#: Seconds a browser may cache a preflight's answer.
+CORS_MAX_AGE = b"600"
+
+
+def is_json_media_type(content_type: bytes | None) -> bool:
+    """
+    Whether a request's C{Content-Type} is C{application/json}: the media
+    type compared case-insensitively, parameters allowed, a C{charset}
+    only when it is UTF-8.
+    """
+    if content_type is None:
+        return False
+    media, _, params = content_type.partition(b";")
+    if media.strip(b" \t").lower() != JSON_TYPE:
+        return False
+    for param in params.split(b";"):
+        name, _, value = param.partition(b"=")
+        if name.strip(b" \t").lower() == b"charset" and value.strip(b" \t").strip(b'"').lower() != b"utf-8":
+            return False
+    return True
+
+
+def framing_problem(headers: Any, version: bytes) -> str | None:
+    """
+    What is wrong with a request's framing headers (RFC 9112 3.2, 6.1), or
+    None: an HTTP/1.1 request has exactly one C{Host}, any request at most
+    one; a C{Transfer-Encoding} is C{chunked} alone (the one coding Beacon
+    decodes, and the final one a request must have).
+
+    @param headers: The request's L{Headers} (or anything with
+        C{getRawHeaders}).
+    @param version: The request line's version (C{b"HTTP/1.1"}).
+    """
+    hosts = headers.getRawHeaders(b"Host")
+    if hosts is None:
+        if version == b"HTTP/1.1":
+            return "an HTTP/1.1 request must carry one Host header"
+    elif len(hosts) > 1:
+        return "a request must carry one Host header, not several"
+    codings = headers.getRawHeaders(b"Transfer-Encoding")
+    if codings is not None and connection_tokens(codings) != [b"chunked"]:
+        return "Transfer-Encoding must be chunked, once and alone"
+    return None
 
 
 def _too_large_body(limit: int) -> bytes:
@@ -140,12 +191,26 @@ class LimitedRequest(server.Request):
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         """
-        Process the request, unless it was already refused.
+        Process the request, unless it was already refused or its framing
+        headers are wrong (see L{framing_problem}): then 400 and close.
         """
         self.receiving = False
         if self._refused:
             return
+        problem = framing_problem(self.requestHeaders, version)
+        if problem is not None:
+            log.info(
+                "http.bad_request: refused a request from {source}: {problem}",
+                source=self._peer_host(),
+                problem=problem,
+            )
+            self._refuse_raw(b"400 Bad Request", error_body("bad_request", problem))
+            return
         super().requestReceived(command, path, version)
+
+    def setResponseCode(self, code: int, message: bytes | None = None) -> None:
+        """Set the status, with RFC 9110's reason phrase unless one is given."""
+        super().setResponseCode(code, reason_phrase(code) if message is None else message)
 
     def connectionLost(self, reason: Any) -> None:
         """The connection went away: nothing more arrives."""
@@ -189,6 +254,97 @@ class LimitedRequest(server.Request):
         refuse_slow(self.channel, what, seconds)
 
 
+class BeaconHTTPChannel(http.HTTPChannel):
+    """
+    twisted.web's HTTP/1.1 channel, as L{BeaconSite} serves it:
+
+        - C{Connection} is read as RFC 9110 7.6.1 reads it: its field lines
+          combine into one comma-separated list, and C{close} anywhere in
+          it closes the connection after the answer (twisted.web reads the
+          first line only, split at spaces);
+        - at most L{MAX_HEADERS} header lines, as on the direct channel;
+        - the arrival deadlines: a request line and headers have the site's
+          C{header_timeout} from their first byte, a body C{body_timeout}
+          from the end of the headers (408 and close otherwise). They are
+          checked after each read, and nothing is scheduled while nothing
+          is half-arrived, so a request that comes whole in one read, the
+          usual case, costs no timer.
+
+    @ivar release_connection: Called once when the connection ends, or
+        when a binding takes it over (the WebSocket upgrade): from then on
+        the site does not count it.
+    """
+
+    maxHeaders = MAX_HEADERS
+    #: Set by the site that builds the channel.
+    site: BeaconSite
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release_connection: Callable[[], None] = lambda: None
+        self._deadline: Any = None
+        self._phase: tuple[str, str] | None = None
+        # The last two bytes read: whether a line is half-arrived.
+        self._tail = b""
+
+    def checkPersistence(self, request: http.Request, version: bytes) -> bool:
+        """
+        Whether the connection stays open after C{request}'s answer: for
+        HTTP/1.1, unless its C{Connection} options hold C{close} (then the
+        answer says C{Connection: close}); never for older versions.
+        """
+        if version != b"HTTP/1.1":
+            return False
+        if b"close" in connection_tokens(request.requestHeaders.getRawHeaders(b"Connection")):
+            request.responseHeaders.setRawHeaders(b"Connection", [b"close"])
+            return False
+        return True
+
+    def dataReceived(self, data: bytes) -> None:
+        """Read C{data}, then time whatever it left half-arrived."""
+        super().dataReceived(data)
+        self._tail = (self._tail + data)[-2:]
+        requests = self.requests
+        request = requests[-1] if requests else None
+        phase: tuple[str, str] | None = None
+        if request is not None and getattr(request, "receiving", False):
+            phase = request.phase
+        elif (request is None or request.finished) and data and self._tail != b"\r\n":
+            # Between requests, a line without its end: a request line is
+            # arriving.
+            phase = ("header_timeout", "headers")
+        if phase != self._phase:
+            self._cancel_deadline()
+            if phase is not None:
+                seconds = getattr(self.site, phase[0], None)
+                if seconds:
+                    self._phase = phase
+                    self._deadline = self.site.reactor.callLater(seconds, self._expired)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """The connection is gone: the site counts it no longer."""
+        self.release_connection()
+        self._cancel_deadline()
+        super().connectionLost(reason)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None and self._deadline.active():
+            self._deadline.cancel()
+        self._deadline = self._phase = None
+
+    def _expired(self) -> None:
+        assert self._phase is not None
+        setting, what = self._phase
+        seconds = getattr(self.site, setting)
+        self._deadline = self._phase = None
+        requests = self.requests
+        request = requests[-1] if requests else None
+        if request is not None and getattr(request, "receiving", False):
+            request.refuse_slow(what, seconds)
+            return
+        refuse_slow(self, "request line", seconds)
+
+
 class BeaconSite(server.Site):
     """
     A L{Site} whose requests are L{LimitedRequest}s, which never shows a
@@ -197,6 +353,7 @@ class BeaconSite(server.Site):
     Content-Type), and writes a per-request access log line only when asked.
     """
 
+    protocol = BeaconHTTPChannel  # type: ignore[assignment]
     requestFactory = LimitedRequest
     displayTracebacks = False
 
@@ -308,83 +465,12 @@ class BeaconSite(server.Site):
 
     def _http_channel(self, addr: Any, release: Callable[[], None]) -> Any:
         """
-        twisted.web's channel for a connection, with the arrival deadline,
+        twisted.web's channel for a connection (a L{BeaconHTTPChannel}),
         which calls C{release} when the connection ends or is taken over.
         """
         channel = super().buildProtocol(addr)
-        closed = channel.connectionLost
-        inner = getattr(channel, "_channel", channel)
-        deadline: _ArrivalDeadline | None = None
-        if self.header_timeout or self.body_timeout:
-            deadline = _ArrivalDeadline(inner, self)
-            inner.dataReceived = deadline.data_received
-
-        def connection_lost(reason: Any) -> None:
-            release()
-            if deadline is not None:
-                deadline.cancel()
-            closed(reason)
-
-        channel.connectionLost = connection_lost
-        # A binding that takes the connection over (the WebSocket upgrade)
-        # calls this: the connection is no longer the Site's to count.
-        inner.release_connection = release
+        channel.release_connection = release
         return channel
-
-
-class _ArrivalDeadline:
-    """
-    The time limit on what a L{BeaconSite} connection is receiving, checked
-    after each read: a request line and headers have C{header_timeout} from
-    their first byte, a body C{body_timeout} from the end of the headers.
-    Nothing is scheduled while nothing is half-arrived, so a request that
-    comes whole in one read, the usual case, costs no timer.
-    """
-
-    def __init__(self, channel: http.HTTPChannel, site: BeaconSite) -> None:
-        self._channel = channel
-        self._site = site
-        self._read = channel.dataReceived
-        self._call: Any = None
-        self._phase: tuple[str, str] | None = None
-
-    def data_received(self, data: bytes) -> None:
-        """Read C{data}, then time whatever it left half-arrived."""
-        self._read(data)
-        channel = self._channel
-        requests = channel.requests
-        request = requests[-1] if requests else None
-        phase: tuple[str, str] | None = None
-        if request is not None and getattr(request, "receiving", False):
-            phase = request.phase
-        elif (request is None or request.finished) and getattr(channel, "_buffer", b""):
-            # A request line is arriving (LineReceiver holds the part read).
-            phase = ("header_timeout", "headers")
-        if phase != self._phase:
-            self.cancel()
-            if phase is not None:
-                seconds = getattr(self._site, phase[0], None)
-                if seconds:
-                    self._phase = phase
-                    self._call = self._site.reactor.callLater(seconds, self._expired)
-
-    def cancel(self) -> None:
-        """Stop timing (the connection is gone, or nothing is arriving)."""
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = self._phase = None
-
-    def _expired(self) -> None:
-        assert self._phase is not None
-        setting, what = self._phase
-        seconds = getattr(self._site, setting)
-        self._call = self._phase = None
-        requests = self._channel.requests
-        request = requests[-1] if requests else None
-        if request is not None and getattr(request, "receiving", False):
-            request.refuse_slow(what, seconds)
-            return
-        refuse_slow(self._channel, "request line", seconds)
 
 
 class _ConnectionRefusal(Protocol):
@@ -410,7 +496,7 @@ def _refuse(
     message: str,
     headers: dict[bytes, bytes] | None = None,
 ) -> bytes:
-    request.setResponseCode(status)
+    request.setResponseCode(status, reason_phrase(status))
     request.setHeader(b"Content-Type", JSON_TYPE)
     for name, value in (headers or {}).items():
         request.setHeader(name, value)
@@ -419,15 +505,25 @@ def _refuse(
 
 class _MethodsResource(Resource):
     """
-    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks.
+    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks,
+    and a CORS preflight (C{OPTIONS}) from an origin its C{cors} lists.
     """
 
     isLeaf = True
     allowed: tuple[bytes, ...] = ()
+    #: Whose C{cors_origins} a preflight is answered for; None: nobody's.
+    cors: TransportLimits | None = None
 
     def render(self, request: server.Request) -> bytes | int:
         if request.postpath:
             answer = _refuse(request, 404, "not_found", "no such resource")
+        elif (
+            request.method == b"OPTIONS"
+            and self.cors is not None
+            and self.cors.preflight(request, self.allowed)
+        ):
+            request.finish()
+            return NOT_DONE_YET
         elif request.method not in self.allowed:
             answer = _refuse(
                 request,
@@ -487,7 +583,7 @@ class DocumentResource(_MethodsResource):
         self._document = document
         self._cache_control = f"public, max-age={max_age}".encode("ascii")
 
-    def render_GET(self, request: server.Request) -> bytes:
+    def render_GET(self, request: server.Request) -> bytes | int:
         document = self._document
         if not document.published:
             return _refuse(request, 503, "unavailable", "not published yet")
@@ -496,8 +592,10 @@ class DocumentResource(_MethodsResource):
         request.setHeader(b"Access-Control-Allow-Origin", b"*")
         cached = request.setETag(document.etag)
         if request.setLastModified(document.modified) == CACHED or cached == CACHED:
+            # No Content-Length on a 304 (RFC 9110 8.6): finished, not rendered.
             request.setResponseCode(NOT_MODIFIED)
-            return b""
+            request.finish()
+            return NOT_DONE_YET
         return document.body
 
     render_HEAD = render_GET
@@ -515,6 +613,41 @@ class TransportLimits:
     rate: RateLimiter
     sources: SourceResolver
     auth: SubmitterAuth = SubmitterAuth()
+    #: The web origins (C{scheme://host[:port]}, lower case) whose pages may
+    #: call the RPC endpoints (C{[server] cors_origins}); empty: none.
+    cors_origins: frozenset[str] = frozenset()
+
+    def allow_origin(self, request: server.Request) -> bool:
+        """
+        When C{request}'s C{Origin} is one of C{cors_origins}, say so in the
+        response's CORS headers.
+
+        @return: Whether it is.
+        """
+        if not self.cors_origins:
+            return False
+        origin = request.getHeader(b"Origin")
+        if origin is None or origin.decode("latin-1").lower() not in self.cors_origins:
+            return False
+        request.setHeader(b"Access-Control-Allow-Origin", origin)
+        request.setHeader(b"Vary", b"Origin")
+        return True
+
+    def preflight(self, request: server.Request, allowed: tuple[bytes, ...]) -> bool:
+        """
+        Answer a CORS preflight (204 with the allowed method and headers)
+        when its origin is listed and it asks for a method in C{allowed}.
+
+        @return: Whether it was answered; otherwise nothing is set.
+        """
+        method = request.getHeader(b"Access-Control-Request-Method")
+        if method is None or method not in allowed or not self.allow_origin(request):
+            return False
+        request.setResponseCode(NO_CONTENT)
+        request.setHeader(b"Access-Control-Allow-Methods", b", ".join(allowed))
+        request.setHeader(b"Access-Control-Allow-Headers", CORS_REQUEST_HEADERS)
+        request.setHeader(b"Access-Control-Max-Age", CORS_MAX_AGE)
+        return True
 
     def source_of(self, request: server.Request) -> str:
         """The source of C{request} (see L{SourceResolver})."""
@@ -528,14 +661,21 @@ class TransportLimits:
             ),
         )
 
-    def refusal(self, request: server.Request, source: str) -> bytes | None:
+    def refusal(
+        self, request: server.Request, source: str, *, json_body: bool = False
+    ) -> bytes | None:
         """
-        Apply the rate limit, the credential check (HTTP 401 with
-        C{WWW-Authenticate}) and the body cap to C{request}, in that order.
+        Apply the rate limit, the media type (with C{json_body}: 415 unless
+        C{Content-Type} is C{application/json}), the credential check (HTTP
+        401 with C{WWW-Authenticate}) and the body cap to C{request}, in that
+        order. A request from one of C{cors_origins} gets its CORS headers
+        first, so that its page can read a refusal too.
 
         @return: The refusal body (status and headers already set), or None
             when the request may go on.
         """
+        if self.cors_origins and self.allow_origin(request):
+            request.setHeader(b"Access-Control-Expose-Headers", CORS_EXPOSED_HEADERS)
         admission = self.rate.admit(source)
         if not admission.admitted:
             retry = max(1, math.ceil(admission.retry_after))
@@ -553,6 +693,13 @@ class TransportLimits:
                 "rate_limited",
                 f"too many requests from this source; retry after {retry} s",
                 {b"Retry-After": str(retry).encode("ascii")},
+            )
+        if json_body and not is_json_media_type(request.getHeader(b"Content-Type")):
+            return _refuse(
+                request,
+                415,
+                "unsupported_media_type",
+                "send Content-Type: application/json",
             )
         if self.auth.enabled and not self.auth.admits(
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
@@ -626,6 +773,7 @@ class JSONRPCResource(_MethodsResource):
         self._clock = clock
         self._keepalive = keepalive
         self._source = source
+        self.cors = limits
         if source is None:
             # Its render reads no more of a request than the direct channel
             # offers (a source callable may read anything).
@@ -634,7 +782,7 @@ class JSONRPCResource(_MethodsResource):
     def render_POST(self, request: server.Request) -> bytes | int:
         if self._limits is not None:
             source = self._limits.source_of(request)
-            refusal = self._limits.refusal(request, source)
+            refusal = self._limits.refusal(request, source, json_body=True)
             if refusal is not None:
                 return refusal
         else:

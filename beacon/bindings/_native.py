@@ -65,19 +65,6 @@ _RECEIPT_ID = re.compile(rb"\A[A-Za-z0-9]{1,256}\Z")
 _NO_STORE = b"no-store"
 
 
-def _is_json(content_type: bytes | None) -> bool:
-    if content_type is None:
-        return False
-    media, _, params = content_type.partition(b";")
-    if media.strip().lower() != b"application/json":
-        return False
-    for param in params.split(b";"):
-        name, _, value = param.partition(b"=")
-        if name.strip().lower() == b"charset" and value.strip().strip(b'"').lower() != b"utf-8":
-            return False
-    return True
-
-
 class _Answering:
     """Writes a Deferred JSON answer, unless the peer has gone."""
 
@@ -126,6 +113,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
         super().__init__()
         self._handler = handler
         self._limits = limits
+        self.cors = limits
 
     def getChild(self, path: bytes, request: server.Request) -> Resource:
         if path == b"":
@@ -136,13 +124,9 @@ class SubmissionsResource(_MethodsResource, _Answering):
 
     def render_POST(self, request: server.Request) -> bytes | int:
         source = self._limits.source_of(request)
-        refusal = self._limits.refusal(request, source)
+        refusal = self._limits.refusal(request, source, json_body=True)
         if refusal is not None:
             return refusal
-        if not _is_json(request.getHeader(b"Content-Type")):
-            return _refuse(
-                request, 415, "unsupported_media_type", "send Content-Type: application/json"
-            )
         assert request.content is not None
         try:
             document = loads(request.content.read())

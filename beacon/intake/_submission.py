@@ -169,8 +169,31 @@ def schema_violations(
         schema_path = "#/" + "/".join(str(step) for step in error.schema_path)
         violations.append((field, f"fails {error.validator} at {schema_path}"))
         if len(violations) >= 16:
-            break
-    return violations
+            return violations
+    violations.extend(nul_violations(instance, where))
+    return violations[:16]
+
+
+def nul_violations(value: Any, where: str) -> list[tuple[str, str]]:
+    """
+    The places in the JSON C{value} where a string (or a member name)
+    holds NUL, which no stored text may (README's limits: -32602).
+    """
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack and len(found) < 16:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                found.append((at, "must not contain NUL"))
+        elif isinstance(item, dict):
+            for name, member in item.items():
+                if "\x00" in name:
+                    found.append((at, "must not have a member name containing NUL"))
+                stack.append((member, f"{at}.{name}" if "\x00" not in name else at))
+        elif isinstance(item, list):
+            stack.extend((member, f"{at}[{index}]") for index, member in enumerate(item))
+    return sorted(found)
 
 
 def map_message(message: Message, validator: Draft202012Validator) -> Content:
@@ -244,6 +267,8 @@ def parse_native(document: Any, validator: Draft202012Validator) -> Content:
             raise InvalidParamsError(
                 field_violations=[("text", "must be a non-empty string")]
             )
+        if "\x00" in text:
+            raise InvalidParamsError(field_violations=[("text", "must not contain NUL")])
         return content_of({"text": text})
     if keys == {"message"}:
         violations = schema_violations(validator, document["message"], "message")

@@ -380,6 +380,9 @@ def _part(reader: _Reader) -> Part | None:
     if member != "data" and not isinstance(value, str):
         reader._fail(member, "must be a string")
         return None
+    if member != "data" and "\x00" in value:
+        reader._fail(member, "must not contain NUL")
+        return None
     return Part(
         content=member,
         value=value,

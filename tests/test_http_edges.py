@@ -1,0 +1,348 @@
+"""
+The edges of HTTP/1.1 that both of Beacon's HTTP paths (the direct channel
+and twisted.web behind it) must answer alike and as the RFCs say: list
+headers whose field lines combine, framing headers missing or repeated,
+header lines counted, reason phrases, 304 without a length, the media type
+of RPC bodies and CORS for the origins configured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from test_direct import SEND, Server, comparable
+
+BOTH = pytest.mark.parametrize("direct", [True, False], ids=["direct", "twisted.web"])
+CARD = b"/.well-known/agent-card.json"
+
+
+def request(method: bytes, path: bytes, lines: bytes, body: bytes = b"") -> bytes:
+    head = method + b" " + path + b" HTTP/1.1\r\n" + lines
+    if method == b"POST":
+        head += b"Content-Length: %d\r\n" % len(body)
+    return head + b"\r\n" + body
+
+
+def rpc(lines: bytes = b"", body: bytes = SEND, path: bytes = b"/a2a/v1") -> bytes:
+    return request(
+        b"POST",
+        path,
+        b"Host: x\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\n" + lines,
+        body,
+    )
+
+
+def status(raw: bytes) -> tuple[int, bytes]:
+    line = raw.split(b"\r\n", 1)[0]
+    _, code, phrase = line.split(b" ", 2)
+    return int(code), phrase
+
+
+def headers_of(raw: bytes) -> dict[bytes, list[bytes]]:
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    found: dict[bytes, list[bytes]] = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        found.setdefault(name.strip().lower(), []).append(value.strip())
+    return found
+
+
+def body_of(raw: bytes) -> bytes:
+    """The first answer's body, its chunked framing undone."""
+    body = raw.split(b"\r\n\r\n", 1)[1]
+    if headers_of(raw).get(b"transfer-encoding") != [b"chunked"]:
+        return body
+    whole = b""
+    while True:
+        size, _, body = body.partition(b"\r\n")
+        length = int(size, 16)
+        if not length:
+            return whole
+        whole, body = whole + body[:length], body[length + 2 :]
+
+
+def both(data: bytes, **config: Any) -> tuple[bytes, bool]:
+    """The answer and whether the connection closes: the same on both paths."""
+    answers = []
+    for direct in (True, False):
+        raw, _, transport = Server(direct=direct, **config).exchange(data)
+        answers.append((comparable(raw), transport.disconnecting))
+    assert answers[0] == answers[1]
+    return answers[0]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        b"Connection: 1.0\r\nConnection: close\r\n",
+        b"Connection: keep-alive,close\r\n",
+        b"Connection: x\r\nConnection: Close \r\n",
+        b"Connection: upgrade, CLOSE, te\r\n",
+    ],
+)
+def test_close_anywhere_in_connection_closes(lines: bytes) -> None:
+    """Connection's field lines combine into one list (RFC 9110 7.6.1): close in any place closes, on both paths."""
+    raw, closing = both(request(b"GET", CARD, b"Host: x\r\n" + lines))
+    assert status(raw)[0] == 200
+    assert headers_of(raw)[b"connection"] == [b"close"]
+    assert closing
+
+
+@pytest.mark.parametrize("lines", [b"", b"Connection: keep-alive\r\n", b"Connection: x, y\r\nConnection: z\r\n"])
+def test_without_close_the_connection_stays(lines: bytes) -> None:
+    """No close option: the connection stays open and the answer says nothing of it."""
+    raw, closing = both(request(b"GET", CARD, b"Host: x\r\n" + lines))
+    assert status(raw)[0] == 200
+    assert b"connection" not in headers_of(raw)
+    assert not closing
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        b"",
+        b"Host: x\r\nHost: x\r\n",
+        b"Host: x\r\nHost: y\r\n",
+    ],
+    ids=["no Host", "two equal Hosts", "two Hosts"],
+)
+@pytest.mark.parametrize("method", [b"GET", b"POST"])
+def test_host_missing_or_repeated_is_400(lines: bytes, method: bytes) -> None:
+    """An HTTP/1.1 request without exactly one Host is 400 bad_request and the connection closes (RFC 9112 3.2)."""
+    head = lines + b"A2A-Version: 1.0\r\nContent-Type: application/json\r\n"
+    raw, closing = both(request(method, b"/a2a/v1" if method == b"POST" else CARD, head, SEND))
+    assert status(raw) == (400, b"Bad Request")
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "bad_request"
+    assert closing
+
+
+def test_http_1_0_without_host_is_served() -> None:
+    """HTTP/1.0 has no Host requirement: served (and closed, as HTTP/1.0 is)."""
+    raw, closing = both(b"GET " + CARD + b" HTTP/1.0\r\n\r\n")
+    assert status(raw)[0] == 200
+    assert closing
+
+
+@pytest.mark.parametrize(
+    "coding",
+    [
+        b"Transfer-Encoding: identity\r\n",
+        b"Transfer-Encoding: chunked, identity\r\n",
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+        b"Transfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n",
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        b"Transfer-Encoding: gzip, chunked\r\n",
+    ],
+)
+def test_transfer_encoding_other_than_chunked_alone_is_400(coding: bytes) -> None:
+    """A Transfer-Encoding whose codings are not chunked alone is 400 and closes (RFC 9112 6.3), on both paths, and nothing is stored."""
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(SEND), SEND)
+    data = (
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Type: application/json\r\n" + coding + b"\r\n" + chunked
+    )
+    for direct in (True, False):
+        server = Server(direct=direct)
+        raw, _, transport = server.exchange(data)
+        assert status(raw)[0] == 400, raw
+        assert transport.disconnecting
+        assert server.store.submissions == {}
+
+
+def test_chunked_alone_is_served() -> None:
+    """Transfer-Encoding: chunked is read and served, on both paths alike."""
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(SEND), SEND)
+    data = (
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: Chunked\r\n\r\n" + chunked
+    )
+    raw, closing = both(data)
+    assert status(raw)[0] == 200
+    assert b"TASK_STATE_SUBMITTED" in raw
+    assert not closing
+
+
+@pytest.mark.parametrize("extra, code", [(99, 200), (100, 400), (600, 400)])
+def test_header_lines_are_counted_not_names(extra: int, code: int) -> None:
+    """Up to 100 header lines (Host included), however many share a name; more is 400 on both paths."""
+    lines = b"Host: x\r\n" + b"X: a\r\n" * extra
+    raw, _ = both(request(b"GET", CARD, lines))
+    assert status(raw)[0] == code
+
+
+def test_429_says_too_many_requests() -> None:
+    """A rate-limited answer reads 429 Too Many Requests, on both paths."""
+    raw, _ = both(rpc() + rpc(), limits={"rate": 1, "burst": 1})
+    answers = re.findall(rb"HTTP/1.1 (\d+) ([^\r]*)\r\n", raw)
+    assert answers == [(b"200", b"OK"), (b"429", b"Too Many Requests")]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        rpc(),
+        rpc(body=b"{nope"),
+        rpc(lines=b"", body=b"x" * 70_000),
+        rpc().replace(b"application/json", b"text/plain"),
+        request(b"GET", b"/a2a/v1", b"Host: x\r\n"),
+        request(b"GET", b"/nowhere", b"Host: x\r\n"),
+        request(b"GET", CARD, b"Host: x\r\nIf-None-Match: *\r\n"),
+        request(b"POST", CARD, b"Host: x\r\n", b"{}"),
+        request(b"GET", CARD, b""),
+        rpc(path=b"/beacon/0.1/submissions", body=b'{"text":"hi"}'),
+        rpc(path=b"/beacon/0.1/submissions", body=b'{"text":""}'),
+    ],
+)
+def test_every_status_has_its_reason_phrase(data: bytes) -> None:
+    """No answer Beacon sends reads "Unknown Status"; each phrase is RFC 9110's."""
+    raw, _ = both(data)
+    code, phrase = status(raw)
+    expected = {
+        200: b"OK", 201: b"Created", 304: b"Not Modified", 400: b"Bad Request",
+        404: b"Not Found", 405: b"Method Not Allowed", 413: b"Content Too Large",
+        415: b"Unsupported Media Type",
+    }
+    assert phrase == expected[code]
+
+
+@pytest.mark.parametrize("validator", [b"If-None-Match: *\r\n", b"If-Modified-Since: Sun, 17 Jan 2077 08:00:00 GMT\r\n"])
+def test_304_carries_no_content_length(validator: bytes) -> None:
+    """A 304 has no Content-Length (RFC 9110 8.6) and no body, on both paths."""
+    raw, closing = both(request(b"GET", CARD, b"Host: x\r\n" + validator))
+    assert status(raw) == (304, b"Not Modified")
+    headers = headers_of(raw)
+    assert b"content-length" not in headers
+    assert b"transfer-encoding" not in headers
+    assert raw.endswith(b"\r\n\r\n")
+    assert not closing
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, b"text/plain", b"application/x-www-form-urlencoded", b"multipart/form-data; boundary=x",
+     b"application/json; charset=latin-1", b"application/jsonx"],
+)
+@pytest.mark.parametrize("path", [b"/a2a/v1", b"/beacon/0.1/submissions"])
+def test_rpc_bodies_must_be_application_json(content_type: bytes | None, path: bytes) -> None:
+    """POSTs whose Content-Type is not application/json are 415 unsupported_media_type, nothing stored, on both paths."""
+    lines = b"Host: x\r\nA2A-Version: 1.0\r\n"
+    if content_type is not None:
+        lines += b"Content-Type: " + content_type + b"\r\n"
+    body = SEND if path == b"/a2a/v1" else b'{"text":"hi"}'
+    for direct in (True, False):
+        server = Server(direct=direct)
+        raw, _, _ = server.exchange(request(b"POST", path, lines, body))
+        assert status(raw) == (415, b"Unsupported Media Type")
+        error = json.loads(raw.split(b"\r\n\r\n", 1)[1])["error"]
+        assert error["code"] == "unsupported_media_type"
+        assert server.store.submissions == {}
+
+
+@pytest.mark.parametrize("content_type", [b"application/json", b"Application/JSON; charset=UTF-8", b"application/json;charset=\"utf-8\""])
+def test_application_json_with_parameters_is_served(content_type: bytes) -> None:
+    """application/json, any case, with parameters (a charset only UTF-8): served."""
+    data = rpc().replace(b"Content-Type: application/json", b"Content-Type: " + content_type)
+    raw, _ = both(data)
+    assert status(raw)[0] == 200
+    assert b"TASK_STATE_SUBMITTED" in raw
+
+
+def preflight(origin: bytes, path: bytes = b"/a2a/v1", method: bytes = b"POST") -> bytes:
+    return request(
+        b"OPTIONS",
+        path,
+        b"Host: x\r\nOrigin: " + origin + b"\r\nAccess-Control-Request-Method: " + method +
+        b"\r\nAccess-Control-Request-Headers: content-type, a2a-version\r\n",
+    )
+
+
+@pytest.mark.parametrize("path", [b"/a2a/v1", b"/beacon/0.1/submissions"])
+def test_no_cors_on_rpc_endpoints_by_default(path: bytes) -> None:
+    """Without [server] cors_origins a preflight is 405 and no answer allows an origin; the card keeps its *."""
+    raw, _ = both(preflight(b"https://evil.example", path))
+    assert status(raw)[0] == 405
+    assert b"access-control-allow-origin" not in headers_of(raw)
+    body = SEND if path == b"/a2a/v1" else b'{"text":"hi"}'
+    raw, _ = both(rpc(lines=b"Origin: https://evil.example\r\n", body=body, path=path))
+    assert b"access-control-allow-origin" not in headers_of(raw)
+    raw, _ = both(request(b"GET", CARD, b"Host: x\r\nOrigin: https://evil.example\r\n"))
+    assert headers_of(raw)[b"access-control-allow-origin"] == [b"*"]
+
+
+@pytest.mark.parametrize("path", [b"/a2a/v1", b"/beacon/0.1/submissions"])
+def test_cors_for_the_configured_origins(path: bytes) -> None:
+    """With cors_origins, a listed origin's preflight is 204 with the allowed method and headers, its POST answers name it; others get nothing."""
+    config = {"server": {"cors_origins": ["https://App.example"]}}
+    raw, _ = both(preflight(b"https://app.example", path), **config)
+    assert status(raw) == (204, b"No Content")
+    headers = headers_of(raw)
+    assert headers[b"access-control-allow-origin"] == [b"https://app.example"]
+    assert headers[b"access-control-allow-methods"] == [b"POST"]
+    assert b"Content-Type" in headers[b"access-control-allow-headers"][0]
+    assert headers[b"vary"] == [b"Origin"]
+    assert b"content-length" not in headers
+    raw, _ = both(preflight(b"https://other.example", path), **config)
+    assert status(raw)[0] == 405
+    assert b"access-control-allow-origin" not in headers_of(raw)
+    raw, _ = both(preflight(b"https://app.example", path, method=b"DELETE"), **config)
+    assert status(raw)[0] == 405
+    body = SEND if path == b"/a2a/v1" else b'{"text":"hi"}'
+    raw, _ = both(rpc(lines=b"Origin: https://app.example\r\n", body=body, path=path), **config)
+    assert status(raw)[0] in (200, 201)
+    assert headers_of(raw)[b"access-control-allow-origin"] == [b"https://app.example"]
+    raw, _ = both(rpc(lines=b"Origin: https://other.example\r\n", body=body, path=path), **config)
+    assert b"access-control-allow-origin" not in headers_of(raw)
+
+
+def send_with(part: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [part]}},
+        }
+    ).encode()
+
+
+STRUCTURED = {"subject": "s", "body": "b", "from": {"name": "n"}}
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"text": "a\u0000b"},
+        {"data": {**STRUCTURED, "subject": "a\u0000b"}},
+        {"data": {**STRUCTURED, "from": {"name": "\u0000"}}},
+    ],
+    ids=["text", "structured subject", "structured from.name"],
+)
+def test_nul_in_a_message_is_refused_with_32602(part: dict[str, Any]) -> None:
+    """A text part or a structured field holding NUL is -32602, naming where, and nothing is stored."""
+    server = Server(direct=True)
+    raw, _, _ = server.exchange(rpc(body=send_with(part)))
+    error = json.loads(raw.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["code"] == -32602
+    assert "NUL" in json.dumps(error)
+    assert "\\u0000" not in json.dumps(error)  # the value is never echoed
+    assert server.store.submissions == {}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"text": "a\u0000b"}, {"message": {**STRUCTURED, "body": "\u0000"}}],
+    ids=["text", "structured body"],
+)
+def test_nul_in_a_native_submission_is_invalid_submission(document: dict[str, Any]) -> None:
+    """The native door refuses NUL alike: 400 invalid_submission naming where, nothing stored."""
+    server = Server(direct=True)
+    raw, _, _ = server.exchange(rpc(path=b"/beacon/0.1/submissions", body=json.dumps(document).encode()))
+    assert status(raw)[0] == 400
+    error = json.loads(body_of(raw))["error"]
+    assert error["code"] == "invalid_submission"
+    assert "must not contain NUL" in error["message"]
+    assert server.store.submissions == {}
