@@ -394,11 +394,6 @@ class DiscoveryFile(Service):
             write_discovery_file(self.path, self.url, self._token)
             info = os.lstat(self.path)
         except OSError as e:
-            log.critical(
-                "operator.discovery_failed: cannot write {path}: {reason}",
-                path=self.path,
-                reason=e.strerror or str(e),
-            )
             raise StartupError(
                 f"operator http: cannot write {self.path}: {e.strerror or e}"
             ) from None

@@ -1428,3 +1428,29 @@ async def test_failed_start_keeps_a_discovery_file_it_did_not_write(
     assert service.undone is not None
     await service.undone
     assert read_json(path)["token"] == "someone else's"
+
+
+@pytest_twisted.ensureDeferred
+async def test_discovery_file_that_cannot_be_written_stops_startup(short_dir: str) -> None:
+    """If the discovery file cannot be written (its data directory is under a regular file), start-up fails with a StartupError naming the file, and the door's port is closed again."""
+    blocker = os.path.join(short_dir, "a-file")
+    with open(blocker, "w") as f:
+        f.write("not a directory\n")
+    data = os.path.join(blocker, "data")
+    config = build_config(
+        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
+        data_dir=data,
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
+    )
+    service = makeService(config, reactor)
+    service.privilegedStartService()
+    door = [p.getHost().port for p in bearer_ports(Running(service, data, ""))]
+    with pytest.raises(StartupError) as caught:
+        service.startService()
+    assert os.path.join(data, "operator-http.json") in str(caught.value)
+    assert not service.running
+    assert service.undone is not None
+    await service.undone
+    assert door and closed(door[0])
