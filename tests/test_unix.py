@@ -1454,3 +1454,27 @@ async def test_discovery_file_that_cannot_be_written_stops_startup(short_dir: st
     assert service.undone is not None
     await service.undone
     assert door and closed(door[0])
+
+
+@pytest_twisted.ensureDeferred
+async def test_socket_that_cannot_be_removed_still_stops_listening(
+    short_dir: str, serve: Any, monkeypatch: pytest.MonkeyPatch, logged_events: Any
+) -> None:
+    """If the socket cannot be unlinked on stop (as after twistd --uid shed the rights to its directory), the port still closes and a2a.unix.remove_failed says why, instead of an error that leaves it listening."""
+    path = os.path.join(short_dir, "op.sock")
+    service = serve(path)
+    real_unlink = os.unlink
+
+    def unlink(target: Any, *args: Any, **kwargs: Any) -> None:
+        if os.fspath(target) == path:
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        real_unlink(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    await service.stopService()
+    monkeypatch.undo()
+    assert os.path.lexists(path)
+    assert not answers(path)
+    (event,) = logged_events.named("a2a.unix.remove_failed")
+    assert event["path"] == path
+    assert event["reason"] == "Permission denied"

@@ -349,21 +349,30 @@ class OperatorSocket(Service):
         """
         super().stopService()
         port, self._port = self._port, None
-        self._remove()
         stopped: Deferred[Any] = maybeDeferred(port.stopListening) if port else succeed(None)
+        self._remove()
         return stopped.addCallback(lambda _: None)
 
     def _remove(self) -> None:
-        """Unlink the socket path if it still names the socket bound here."""
+        """
+        Unlink the socket path if it still names the socket bound here; if
+        that fails, say so (C{a2a.unix.remove_failed}).
+        """
         inode, self._inode = self._inode, None
         if inode is None:
             return
         try:
             info = os.lstat(self.path)
+            if (info.st_dev, info.st_ino) == inode:
+                os.unlink(self.path)
         except FileNotFoundError:
             return
-        if (info.st_dev, info.st_ino) == inode:
-            os.unlink(self.path)
+        except OSError as e:
+            log.warn(
+                "a2a.unix.remove_failed: cannot remove {path}: {reason}",
+                path=self.path,
+                reason=e.strerror or str(e),
+            )
 
 
 class BearerGate(Resource):
