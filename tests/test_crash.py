@@ -299,7 +299,12 @@ def test_a_flooding_source_is_refused_while_another_is_served(launcher: BeaconLa
         connection = http.client.HTTPConnection("127.0.0.1", beacon.port, timeout=TIMEOUT)
         try:
             while not stop.is_set():
-                connection.request("POST", "/a2a/v1", b"{}", {"A2A-Version": "1.0"})
+                connection.request(
+                    "POST",
+                    "/a2a/v1",
+                    b"{}",
+                    {"A2A-Version": "1.0", "Content-Type": "application/json"},
+                )
                 response = connection.getresponse()
                 response.read()
                 flood_statuses.append(response.status)
