@@ -1389,6 +1389,7 @@ def test_config_reads_websocket_and_auth() -> None:
                 "max_in_flight": 8,
                 "handshake_timeout": 2,
                 "max_connections": 10,
+                "max_connections_per_source": 3,
                 "idle_timeout": 60,
             },
             "auth": {"bearer_tokens": [digest.upper()]},
@@ -1402,6 +1403,7 @@ def test_config_reads_websocket_and_auth() -> None:
         max_in_flight=8,
         handshake_timeout=2.0,
         max_connections=10,
+        max_connections_per_source=3,
         idle_timeout=60.0,
     )
     assert config.auth.bearer_tokens == (digest,)
@@ -1418,6 +1420,8 @@ def test_config_reads_websocket_and_auth() -> None:
         {"websocket": {"max_in_flight": 0}},
         {"websocket": {"handshake_timeout": 0}},
         {"websocket": {"max_connections": -1}},
+        {"websocket": {"max_connections_per_source": -1}},
+        {"websocket": {"max_connections_per_source": 1.5}},
         {"websocket": {"idle_timeout": -1}},
         {"websocket": {"subprotocol": "x"}},
         {"auth": {"bearer_tokens": ["the-token-itself"]}},
@@ -1493,7 +1497,14 @@ def test_upgraded_connections_leave_the_http_count() -> None:
     assert server.factory.open_connections == 1
 
 
-# Simple frames are read by the binding itself; everything else by autobahn.
+# Frames are split by the binding itself; simple ones are read there, the
+# rest by autobahn.
+
+
+class AutobahnReads(WebSocketA2AProtocol):
+    """The binding with every frame read by autobahn: what the binding's own reading must match."""
+
+    read_frames_directly = False
 
 
 def _text(request_id: int, text: str = "hello") -> bytes:
@@ -1526,9 +1537,13 @@ _FRAME_SEQUENCES = {
 }
 
 
-def _frames_answered(data: bytes, *, byte_by_byte: bool) -> tuple[list[tuple[int, bytes]], dict[str, int], int]:
+def _frames_answered(
+    data: bytes, *, byte_by_byte: bool, direct: bool = True, max_body: int = CAP, max_message: int = 1024
+) -> tuple[list[tuple[int, bytes]], dict[str, int], int]:
     """The frames the client gets for C{data}, the server's incoming counters, and autobahn's frame reads."""
-    server = Server(mounted=False, options=WebSocketOptions(max_message=1024))
+    server = Server(mounted=False, options=WebSocketOptions(max_message=max_message), max_body=max_body)
+    if not direct:
+        server.factory.protocol = AutobahnReads  # type: ignore[assignment]
     connection = server.open([("A2A-Version", "1.0")])
     connection.responses()
     protocol = connection.server
@@ -1563,16 +1578,47 @@ def _frames_answered(data: bytes, *, byte_by_byte: bool) -> tuple[list[tuple[int
 @pytest.mark.parametrize("frames", _FRAME_SEQUENCES.values(), ids=_FRAME_SEQUENCES.keys())
 def test_simple_frames_read_directly_answer_as_autobahn_does(frames: list[bytes]) -> None:
     """
-    The same frames in one read (simple ones read by the binding) and one
-    byte at a time (every frame read by autobahn) get the same answers,
-    closes and frame and message counts. (Octet counts are compared in the
-    test below: autobahn counts them per read, so after a failure they
-    depend on how the bytes were cut.)
+    The same frames read by the binding (in one read, and one byte at a
+    time) and by autobahn alone get the same answers, closes and frame and
+    message counts. (Octet counts are compared in the test below: autobahn
+    counts them per read, so after a failure they depend on how the bytes
+    were cut.)
     """
     data = b"".join(frames)
     direct, direct_counters, _ = _frames_answered(data, byte_by_byte=False)
-    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True)
-    assert direct == autobahn
+    trickled, trickled_counters, _ = _frames_answered(data, byte_by_byte=True)
+    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True, direct=False)
+    assert direct == trickled == autobahn
+    for name in ("incomingWebSocketFrames", "incomingWebSocketMessages"):
+        assert direct_counters[name] == trickled_counters[name] == autobahn_counters[name]
+    assert direct
+
+
+_LARGE = json.dumps(send_message("x" * 1500, "large")).encode()
+
+_OVER_MAX_BODY = {
+    "a text frame": [_text(1), frame(0x1, _LARGE), _text(2)],
+    "a binary frame": [frame(0x2, _LARGE), _text(1)],
+    "fragments": [
+        frame(0x1, _LARGE[:700], fin=False),
+        frame(0x9, b"ping"),
+        frame(0x0, _LARGE[700:]),
+        _text(1),
+    ],
+    "a large first fragment": [frame(0x1, _LARGE[:1200], fin=False), frame(0x0, _LARGE[1200:]), _text(1)],
+    "over max_message": [_text(1), frame(0x1, b" " * 9000), _text(2)],
+}
+
+
+@pytest.mark.parametrize("frames", _OVER_MAX_BODY.values(), ids=_OVER_MAX_BODY.keys())
+def test_messages_over_max_body_answer_as_autobahn_does(frames: list[bytes]) -> None:
+    """Messages over max_body, which the binding drops as they arrive, are answered as when autobahn reads them whole."""
+    data = b"".join(frames)
+    sizes = {"max_body": 1024, "max_message": 8192}
+    direct, direct_counters, _ = _frames_answered(data, byte_by_byte=False, **sizes)
+    trickled, _, _ = _frames_answered(data, byte_by_byte=True, **sizes)
+    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True, direct=False, **sizes)
+    assert direct == trickled == autobahn
     for name in ("incomingWebSocketFrames", "incomingWebSocketMessages"):
         assert direct_counters[name] == autobahn_counters[name]
     assert direct

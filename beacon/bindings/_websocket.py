@@ -16,8 +16,15 @@ Wire contract::
          403 PERMISSION_DENIED     Origin not allowed (no details)
          429 RESOURCE_EXHAUSTED    per-source rate        ErrorInfo RATE_LIMITED,
              + Retry-After                                  RetryInfo
-         503 UNAVAILABLE           [websocket] max_connections reached
+             (checked when the head is complete, before any of it is parsed)
+         503 UNAVAILABLE           [websocket] max_connections or
+                                   max_connections_per_source reached
                                                             ErrorInfo TOO_MANY_CONNECTIONS
+      A refusal is counted; the first of each kind a minute is logged, the
+      rest summarised (ws.summary), so a flood of refusals writes a line a
+      minute. Autobahn's own events are logged as ws.autobahn, summarised
+      the same way, each value the peer could choose clipped to 200
+      characters.
 
     Service parameters: the upgrade's header lines, captured once: names
       lower-cased; a line whose value is not visible ASCII (printable, SP,
@@ -31,17 +38,28 @@ Wire contract::
         every frame counts against the per-source rate   -31429 RATE_LIMITED
                                                           + RetryInfo
         binary frame                                      -32700, id null
-        frame over [limits] max_body                      -31413 TOO_LARGE
+        message over [limits] max_body                    -31413 TOO_LARGE
+        [auth] credential of the upgrade refused          -32600 UNAUTHENTICATED
         not one strict JSON-RPC object (batch: -32600)    -32700 / -32600
         [websocket] max_in_flight requests in progress    -32603 IN_FLIGHT_LIMIT
-        [auth] credential of the upgrade refused          -32600 UNAUTHENTICATED
       then the dispatcher: the same methods, policy and errors as the HTTP
       JSON-RPC binding (-32009 on each request without A2A-Version 1.0).
-      A frame over [websocket] max_message (4 MiB) ends the connection
-      (close 1009). A refusal carries the request's id; null for a
-      notification, for a frame whose id cannot be read, and for a
-      rate-limited frame that is binary or over max_body (it is not
-      parsed). A notification that runs is never answered.
+      The first three refusals are made without parsing the frame: their
+      id is read from the frame's first 256 bytes only (ID_PREFIX), null
+      when it is not a member there or the frame is binary. A message over
+      max_body is not held: past max_body its bytes are dropped as they
+      arrive (a single frame over it is not even unmasked). A message over
+      [websocket] max_message (4 MiB) ends the connection (close 1009). A
+      notification that runs is never answered; a refused one is answered
+      with a null id.
+
+    Time and backpressure: a frame begun but not complete within
+      frame_timeout ([limits] body_timeout, 30 s) ends the connection (close
+      1008); a connection with no request frame and nothing in progress for
+      idle_timeout (300 s) is closed (1000). While the transport's buffer is
+      full (the peer does not read) no further frame is read: the rest of
+      the last read is held, the socket is not read, and only the answers
+      of requests already in progress are held until it drains.
 
     Streams: each event {"jsonrpc":"2.0","id":<id>,"result":<StreamResponse>},
       then {"jsonrpc":"2.0","id":<id>,"result":{"status":"stream_complete"}};
@@ -55,18 +73,20 @@ the binding's UNAUTHENTICATED refusal (exactly as seed 001 §6 shows it), and
 L{BEACON_DOMAIN} for every reason Beacon itself defines here (TOO_LARGE,
 RATE_LIMITED, IN_FLIGHT_LIMIT, STREAM_LAGGED and the upgrade refusals).
 
-Every timer (handshake, idle, autobahn's own close handshake) runs on the
-injected clock: the factory replaces autobahn's batched timer, which would
-otherwise use the global reactor.
+Every timer (handshake, frame, idle, log summaries, autobahn's own close
+handshake) runs on the injected clock: the factory replaces autobahn's
+batched timer, which would otherwise use the global reactor.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping, cast
+from functools import cached_property
+from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.protocol import WebSocketProtocol
@@ -74,14 +94,15 @@ from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.application.service import Service
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IConsumer, IDelayedCall, IPushProducer, IReactorTime
-from twisted.logger import Logger
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.web import http, server
 from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._http import TransportLimits, _refuse
+from beacon.bindings._http import DEFAULT_BODY_TIMEOUT, TransportLimits, _refuse
 from beacon.bindings._limits import Admission
 from beacon.protocol import (
     A2AError,
@@ -98,7 +119,14 @@ from beacon.protocol import (
     version_supported,
 )
 from beacon.protocol._errors import ERROR_INFO_TYPE, RETRY_INFO_TYPE
-from beacon.protocol._jsonrpc import RequestId, failure, request_id_of, success
+from beacon.protocol._jsonrpc import (
+    MAX_NUMERIC_ID,
+    MAX_REQUEST_ID_LENGTH,
+    RequestId,
+    failure,
+    request_id_of,
+    success,
+)
 
 log = Logger()
 
@@ -113,12 +141,27 @@ TOO_LARGE_CODE = -31413
 #: The JSON-RPC code of a request frame over the per-source rate.
 RATE_LIMITED_CODE = -31429
 
-#: Defaults of C{[websocket]} (seed 001 §7).
+#: Defaults of C{[websocket]} (seed 001 §7; the caps and the idle timeout
+#: are Beacon's, where a2a-rust leaves them off).
 DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_CONNECTIONS_PER_SOURCE = 16
+DEFAULT_IDLE_TIMEOUT = 300.0
+#: Seconds a frame may take from its first byte to its last: C{[limits]
+#: body_timeout}.
+DEFAULT_FRAME_TIMEOUT = DEFAULT_BODY_TIMEOUT
 #: How many frames of one stream may wait for a consumer that does not read.
 DEFAULT_STREAM_QUEUE = 256
+
+#: How much of a frame refused unparsed is read for its id, in bytes.
+ID_PREFIX = 256
+#: The most characters of anything the peer chose that a log event carries.
+LOG_TEXT_LIMIT = 200
+#: Seconds between two lines of one kind of refusal: the rest are counted
+#: and summarised.
+SUMMARY_INTERVAL = 60.0
 
 #: The longest upgrade request head read, in bytes.
 MAX_HEAD = 16 * 1024
@@ -153,9 +196,15 @@ class WebSocketOptions:
         counts until it ends).
     @ivar handshake_timeout: Seconds from connect to an upgraded connection
         (the TLS handshake included on C{ssl:} listeners).
-    @ivar max_connections: Open WebSocket connections per Beacon; 0: no cap.
-    @ivar idle_timeout: Seconds without a data frame, while nothing is in
-        progress, before the connection is closed; 0: never.
+    @ivar max_connections: Open WebSocket connections per Beacon (on a
+        listener of the binding's own, counted from accept); 0: no cap.
+    @ivar max_connections_per_source: Open WebSocket connections per
+        source (the address L{SourceResolver} names); 0: no cap.
+    @ivar idle_timeout: Seconds without a request frame, while nothing is
+        in progress, before the connection is closed; 0: never.
+    @ivar frame_timeout: Seconds from a frame's first byte to its last
+        before the connection is ended (close 1008); C{[limits]
+        body_timeout} in a configured Beacon; 0: never.
     @ivar stream_queue: Frames of one stream held for a peer that does not
         read, before the stream is ended as lagged.
     """
@@ -165,8 +214,10 @@ class WebSocketOptions:
     max_message: int = DEFAULT_MAX_MESSAGE
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    max_connections: int = 0
-    idle_timeout: float = 0.0
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_source: int = DEFAULT_MAX_CONNECTIONS_PER_SOURCE
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    frame_timeout: float = DEFAULT_FRAME_TIMEOUT
     stream_queue: int = DEFAULT_STREAM_QUEUE
 
 
@@ -426,6 +477,205 @@ class _ClockTimer:
         return self._clock.callLater(delay, func, *args, **kwargs)
 
 
+# What may reach the log, and how often.
+
+
+def clip(text: str, limit: int = LOG_TEXT_LIMIT) -> str:
+    """
+    C{text} cut to C{limit} characters, the cut marked with how much was
+    left out: for anything the peer chose that goes into a log event.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...[{len(text) - limit} more characters]"
+
+
+class LogSummary:
+    """
+    Logs the first event of each kind at once, then counts that kind's
+    events for L{SUMMARY_INTERVAL} seconds and logs one C{ws.summary} line
+    for them: a flood of refusals writes a line a minute, not a line per
+    refusal. A timer runs only while something is counted.
+
+    @ivar counts: Every event noted, by kind, since the start.
+    """
+
+    def __init__(self, clock: IReactorTime, interval: float = SUMMARY_INTERVAL) -> None:
+        self._clock = clock
+        self.interval = interval
+        self.counts: Counter[str] = Counter()
+        self._logged_at: dict[str, float] = {}
+        self._held: dict[str, Counter[str]] = {}
+        self._call: IDelayedCall | None = None
+
+    def note(self, kind: str, detail: str, emit: Callable[[], None]) -> None:
+        """
+        One event of C{kind}: logged now by C{emit} when no line of its kind
+        was logged within the interval, otherwise counted under C{detail}
+        (a word from a small, fixed set) for the next summary.
+        """
+        self.counts[kind] += 1
+        now = self._clock.seconds()
+        logged_at = self._logged_at.get(kind)
+        if logged_at is None or (now - logged_at >= self.interval and kind not in self._held):
+            self._logged_at[kind] = now
+            emit()
+            return
+        self._held.setdefault(kind, Counter())[detail] += 1
+        if self._call is None:
+            self._call = self._clock.callLater(
+                max(0.0, logged_at + self.interval - now), self._summarise
+            )
+
+    def _summarise(self, final: bool = False) -> None:
+        self._call = None
+        now = self._clock.seconds()
+        due: float | None = None
+        for kind in list(self._held):
+            ends = self._logged_at[kind] + self.interval
+            if ends > now and not final:
+                due = ends if due is None else min(due, ends)
+                continue
+            held = self._held.pop(kind)
+            self._logged_at[kind] = now
+            log.info(
+                "ws.summary: {count} more {kind} events since the last line ({details})",
+                kind=kind,
+                count=sum(held.values()),
+                details=", ".join(f"{detail or kind}: {n}" for detail, n in held.most_common()),
+            )
+        if due is not None:
+            self._call = self._clock.callLater(due - now, self._summarise)
+
+    def stop(self) -> None:
+        """Log what is counted now, and stop the timer."""
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+        self._summarise(final=True)
+
+
+def _log_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return clip(value if isinstance(value, str) else str(value))
+
+
+class _AutobahnLog:
+    """
+    What autobahn logs for one connection (its C{self.log}): debug and
+    trace dropped (as autobahn's default level does), anything else a
+    C{ws.autobahn} event through the factory's L{LogSummary}, every value
+    clipped: autobahn quotes the peer's Host, URI and close reasons.
+    """
+
+    def __init__(self, connection: WebSocketA2AProtocol) -> None:
+        self._connection = connection
+
+    def trace(self, *args: Any, **kwargs: Any) -> None:
+        """Dropped."""
+
+    debug = trace
+
+    def _emit(self, level: LogLevel, fmt: str, kwargs: dict[str, Any]) -> None:
+        values = {name: _log_value(value) for name, value in kwargs.items()}
+        try:
+            message = fmt.format(**values) if len(fmt) <= LOG_TEXT_LIMIT else clip(fmt)
+        except (KeyError, IndexError, ValueError, AttributeError):
+            message = clip(fmt)
+        factory = getattr(self._connection, "factory", None)
+
+        def emit() -> None:
+            log.emit(level, "ws.autobahn: {message}", message=clip(message, 2 * LOG_TEXT_LIMIT))
+
+        if factory is None:
+            emit()
+        else:
+            factory.events.note("ws.autobahn", clip(fmt, 60), emit)
+
+    def info(self, fmt: str = "", **kwargs: Any) -> None:
+        self._emit(LogLevel.info, fmt, kwargs)
+
+    def warn(self, fmt: str = "", **kwargs: Any) -> None:
+        self._emit(LogLevel.warn, fmt, kwargs)
+
+    def error(self, fmt: str = "", **kwargs: Any) -> None:
+        self._emit(LogLevel.error, fmt, kwargs)
+
+    def critical(self, fmt: str = "", **kwargs: Any) -> None:
+        self._emit(LogLevel.critical, fmt, kwargs)
+
+    def failure(self, fmt: str = "", failure: Failure | None = None, **kwargs: Any) -> None:
+        log.failure(
+            "ws.autobahn: {message}",
+            failure,
+            message=clip(fmt),
+        )
+
+
+# A refused frame's id, read from its first bytes only.
+
+_ID_READER = json.JSONDecoder(parse_constant=lambda name: None)
+_SPACE = " \t\r\n"
+
+
+def prefix_id(prefix: bytes) -> RequestId:
+    """
+    The request id of a frame refused without parsing it, read from
+    C{prefix}, the frame's first bytes (at most L{ID_PREFIX}): the value of
+    a top-level C{"id"} member that lies whole within them and is a request
+    id JSON-RPC echoes (a string of at most 128 characters, an integer
+    within 2**53); otherwise null.
+    """
+    prefix = prefix[:ID_PREFIX]
+    try:
+        text = prefix.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(prefix) - 3:
+            return None  # not UTF-8 (a code point cut at the end is)
+        text = prefix[: error.start].decode("utf-8")
+    read = _ID_READER.raw_decode
+    try:
+        at = len(text) - len(text.lstrip(_SPACE))
+        if text[at] != "{":
+            return None
+        at += 1
+        while True:
+            at = _skip_space(text, at)
+            if text[at] != '"':
+                return None
+            key, at = read(text, at)
+            at = _skip_space(text, at)
+            if text[at] != ":":
+                return None
+            at = _skip_space(text, at + 1)
+            value, at = read(text, at)
+            if key == "id":
+                if at >= len(text):
+                    return None  # it may go on past the prefix
+                return _echoable(value)
+            at = _skip_space(text, at)
+            if text[at] != ",":
+                return None
+            at += 1
+    except (ValueError, IndexError, RecursionError):
+        return None
+
+
+def _skip_space(text: str, at: int) -> int:
+    while text[at] in _SPACE:
+        at += 1
+    return at
+
+
+def _echoable(value: Any) -> RequestId:
+    if isinstance(value, str) and len(value) <= MAX_REQUEST_ID_LENGTH:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_NUMERIC_ID:
+        return value
+    return None
+
+
 @implementer(IStreamSink)
 class _FrameSink:
     """
@@ -481,9 +731,20 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     One WebSocket connection of the A2A binding: the upgrade's checks and
     service parameters, then each text frame as one JSON-RPC request.
 
+    Once open, the connection's bytes are split into frames here, before
+    autobahn sees them, so that each frame goes where it costs least and
+    holds least: a whole simple frame (final, masked text within
+    C{[limits] max_body}) is read here; a single frame over C{max_body} is
+    dropped as it arrives, only its first L{ID_PREFIX} bytes kept, and
+    refused; anything else (control frames, fragments, invalid frames)
+    goes to autobahn, frame by frame, and a fragmented message is dropped
+    past C{max_body}. So a connection never holds more than C{max_body}
+    (and one read) of what it receives.
+
     It is its transport's push producer: when the transport's buffer is
-    full it stops reading requests and holds outgoing frames, each stream's
-    up to C{stream_queue}, so a peer that does not read costs bounded memory.
+    full it stops reading, holds what it had read but not yet split, and
+    holds outgoing frames (each stream's up to C{stream_queue}), so a peer
+    that does not read costs bounded memory.
     """
 
     factory: WebSocketFactory
@@ -491,8 +752,13 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     maskServerFrames: bool
     autoFragmentSize: int
     maxMessagePayloadSize: int
+    maxFramePayloadSize: int
+    autoPingInterval: float
     logFrames: bool
     logOctets: bool
+    #: Whether frames are split and simple ones read here (see the class
+    #: docstring); False: every frame goes to autobahn (for comparison).
+    read_frames_directly: bool = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -500,31 +766,83 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self.source = ""
         self._context: CallContext | None = None
         self._refusal: Refusal | None = None
+        self._refused = False
         self._counted = False
+        self._source_counted = False
         self._opened = False
         self._in_flight = 0
         self._streams: dict[_FrameSink, StreamAnswer] = {}
         self._paused = False
         self._pending: deque[tuple[_FrameSink | None, bytes]] = deque()
         self._idle: IDelayedCall | None = None
+        self._active_at = 0.0
+        # Splitting frames (see dataReceived).
+        self._framing = False
+        self._inbox = bytearray()
+        self._want = 0
+        self._in_message = False
+        self._skip = 0
+        self._skip_binary = False
+        self._skip_key = b""
+        self._skip_prefix = bytearray()
+        self._feed = 0
+        self._frame_cap = 0
+        self._progress = False
+        self._arrival: IDelayedCall | None = None
+        # A message autobahn reads (fragments).
+        self._parts: list[bytes] = []
+        self._held = 0
+        self._message_binary = False
+        self._message_prefix: bytes | None = None
+
+    @cached_property
+    def log(self) -> _AutobahnLog:  # type: ignore[override]
+        """What autobahn logs about this connection (see L{_AutobahnLog})."""
+        return _AutobahnLog(self)
 
     # The upgrade.
 
     def processHandshake(self) -> None:
         """
-        Read the upgrade request, refusing one whose head grows past
-        L{MAX_HEAD} bytes without ending.
+        Once the upgrade's head is complete, count it against the source's
+        rate and refuse it (429) before autobahn parses any of it; refuse a
+        head that grows past L{MAX_HEAD} bytes without ending. Bytes after
+        the head are frames, split as any others.
         """
-        if len(self.data) > MAX_HEAD and b"\r\n\r\n" not in self.data[: MAX_HEAD + 4]:
+        if self._refused:
             self.data = b""
-            self.failHandshake("the request head is too large")
             return
+        data = self.data
+        end = data.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+        if end < 0:
+            if len(data) > MAX_HEAD:
+                self.data = b""
+                self.failHandshake("the request head is too large")
+            return
+        head_end = end + 4
+        self.source = self._source_of(data[:head_end])
+        admission = self._admit(upgrade=True)
+        if not admission.admitted:
+            self.data = b""
+            self._refuse_upgrade(_rate_refusal(admission.retry_after))
+            return
+        rest = data[head_end:]
+        self.data = data[:head_end]
         super().processHandshake()
+        if rest and self.state == WebSocketProtocol.STATE_OPEN:
+            self.dataReceived(rest)
+
+    def _source_of(self, head: bytes) -> str:
+        sources = self.factory.limits.sources
+        forwarded: list[bytes] = []
+        if sources.trusts_proxies:
+            forwarded = [v for name, v in header_lines(head) if name.lower() == b"x-forwarded-for"]
+        return sources.resolve(self._peer(), forwarded)
 
     def onConnect(self, request: ConnectionRequest) -> tuple[None, dict[str, str]]:
         """
-        Check the upgrade (rate, origin, connection cap) and capture its
-        service parameters.
+        Check the upgrade (origin, connection caps) and capture its service
+        parameters. (Its rate was checked before it was parsed.)
 
         @raise ConnectionDeny: The upgrade is refused (L{failHandshake}
             writes the refusal).
@@ -532,21 +850,18 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         factory = self.factory
         options = factory.options
         lines = header_lines(self.http_request_data)
-        self.source = factory.limits.sources.resolve(
-            self._peer(),
-            [value for name, value in lines if name.lower() == b"x-forwarded-for"],
-        )
-        admission = self._admit()
-        if not admission.admitted:
-            self._deny(_rate_refusal(admission.retry_after))
         origin = request.origin  # autobahn: "" when the upgrade has none
         if not origin:
             if options.require_origin:
                 self._deny(_ORIGIN_REFUSED)
         elif factory.allowed_origins and ascii_lower(origin.strip()) not in factory.allowed_origins:
             self._deny(_ORIGIN_REFUSED)
-        if options.max_connections and factory.open_connections >= options.max_connections:
+        held = factory.connections_by_source.get(self.source, 0)
+        if options.max_connections_per_source and held >= options.max_connections_per_source:
             self._deny(_TOO_MANY_CONNECTIONS)
+        if not self._counted:
+            if options.max_connections and factory.open_connections >= options.max_connections:
+                self._deny(_TOO_MANY_CONNECTIONS)
 
         parameters = service_parameters(lines, request.params)
         parameters[":source"] = self.source
@@ -560,21 +875,34 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             version=parameters.get("a2a-version"),
             extensions=requested & factory.extensions,
         )
-        factory.open_connections += 1
-        self._counted = True
+        if not self._counted:
+            factory.open_connections += 1
+            self._counted = True
+        factory.connections_by_source[self.source] = held + 1
+        self._source_counted = True
         headers: dict[str, str] = {}
         if self._context.extensions:
             headers["A2A-Extensions"] = ", ".join(sorted(self._context.extensions))
         return None, headers
 
-    def _admit(self) -> Admission:
+    def count_from_accept(self) -> None:
+        """Count this connection against C{max_connections} from now on."""
+        self._counted = True
+        self.factory.open_connections += 1
+
+    def _admit(self, upgrade: bool = False) -> Admission:
         """Count the upgrade or a frame against the source's rate."""
         admission = self.factory.limits.rate.admit(self.source)
-        if admission.first_refusal:
-            log.warn(
-                "ws.rate_limited: source {source} is over its rate; refusing "
-                "upgrades and frames until it slows down",
-                source=self.source,
+        if admission.first_refusal and not upgrade:
+            source = self.source
+            self.factory.events.note(
+                "ws.rate_limited",
+                "",
+                lambda: log.warn(
+                    "ws.rate_limited: source {source} is over its rate; refusing "
+                    "upgrades and frames until it slows down",
+                    source=source,
+                ),
             )
         return admission
 
@@ -599,154 +927,362 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             headers = dict(responseHeaders or ())
             unsupported = "Sec-WebSocket-Version" in headers
             refusal = _UNSUPPORTED_VERSION if unsupported else _INVALID_UPGRADE
-        self.wasNotCleanReason = reason
-        log.info(
-            "ws.refused: upgrade from {source} refused with {code} {reason}",
-            source=self.source or _peer_host(self._peer()),
-            code=refusal.code,
-            reason=refusal.reason or "PERMISSION_DENIED",
-        )
-        self.sendData(refusal.response())
-        self.dropConnection(abort=False)
+        # autobahn reports it as the close reason; it may quote the peer.
+        self.wasNotCleanReason = clip(reason)
+        self._refuse_upgrade(refusal)
+
+    def _refuse_upgrade(self, refusal: Refusal) -> None:
+        """
+        Write C{refusal} and close once it is written; the connection reads
+        nothing more. Counted, and logged through the factory's summary.
+        """
+        self._refused = True
+        self.data = b""
+        self.factory.refused(refusal, self.source or _peer_host(self._peer()))
+        transport = self.transport
+        if transport is not None:
+            transport.write(refusal.response())
+            transport.loseConnection()
 
     def onOpen(self) -> None:
         """The upgrade succeeded: produce for the transport, start the idle timer."""
         self._opened = True
-        self.factory.connections.add(self)
+        factory = self.factory
+        factory.connections.add(self)
         cast(IConsumer, self.transport).registerProducer(self, True)
+        self._framing = self.read_frames_directly and not (
+            self.logOctets or self.logFrames or self.trackedTimings or self.autoPingInterval
+        )
+        caps = [cap for cap in (self.maxFramePayloadSize, self.maxMessagePayloadSize) if cap > 0]
+        self._frame_cap = min(caps) if caps else 1 << 63
         supported = version_supported(self.parameters.get("a2a-version"))
         log.info(
             "ws.connected: {source} (A2A-Version {version})",
             source=self.source,
             version="1.0" if supported else "missing or unsupported",
         )
-        self._touch()
+        timeout = factory.options.idle_timeout
+        if timeout:
+            self._active_at = factory.clock.seconds()
+            self._idle = factory.clock.callLater(timeout, self._idle_check)
 
     # Frames.
 
     def dataReceived(self, data: bytes) -> None:
         """
-        Read the simple frames at the front of C{data} here, and the rest
-        (from the first frame that is not simple on) through autobahn.
+        Split C{data}, with what is held from earlier reads, into frames
+        (see the class docstring); before the upgrade is done, and once a
+        frame was passed that autobahn alone may judge, autobahn reads it.
 
-        A simple frame is a whole, final, masked text frame with no RSV bits,
-        its length in 7 or minimal 16 bits and within the size caps, whose
-        payload is valid UTF-8: nearly every request of this binding. It is
-        read only while autobahn holds nothing half-read (no buffered bytes,
-        no frame or fragmented message begun) and uses none of its per-frame
-        options that Beacon leaves off (compression, frame and octet
-        logging, timings, automatic pings). What autobahn would do with it
-        is what happens: its traffic counters move the same, and
-        L{onMessage} gets the unmasked payload. Anything else (control
-        frames, fragments, a frame cut by the read, an oversized or invalid
-        one) goes to autobahn, which answers it as it always does. Reading
-        them here costs about a tenth of autobahn's per-frame path.
+        A frame not yet whole is held only when it is within C{max_body};
+        held while the transport is full, the rest of a read waits for it to
+        drain. A frame still incomplete C{frame_timeout} after a read left
+        it so ends the connection.
         """
-        if (
-            self.state == WebSocketProtocol.STATE_OPEN
-            and not self.data
-            and self.current_frame is None
-            and not self.inside_message
-            and self._perMessageCompress is None
-            and not self.logOctets
-            and not self.logFrames
-            and self.trackedTimings is None
-            and self.autoPingTimeoutCall is None
-        ):
-            data = self._read_simple_frames(data)
-            if not data:
+        if not self._framing:
+            super().dataReceived(data)
+            return
+        inbox = self._inbox
+        if inbox:
+            inbox += data
+            if self._paused or len(inbox) < self._want:
+                self._time_arrival()
                 return
-        super().dataReceived(data)
+            data = bytes(inbox)
+            inbox.clear()
+        self._want = 0
+        self._split(data)
+        self._time_arrival()
 
-    def _read_simple_frames(self, data: bytes) -> bytes:
+    def _split(self, data: bytes) -> None:
         """
-        Deliver the simple frames at the front of C{data}; return the rest.
+        Route the frames of C{data}, which starts where the last frame
+        routed ended; hold what cannot be routed yet.
         """
         size = len(data)
-        caps = [
-            cap
-            for cap in (
-                getattr(self, "maxFramePayloadSize", 0),
-                getattr(self, "maxMessagePayloadSize", 0),
-            )
-            if cap > 0
-        ]
-        cap = min(caps) if caps else None
-        stats = self.trafficStats
         at = 0
-        while self.state == WebSocketProtocol.STATE_OPEN and size - at >= 6:
-            if data[at] != 0x81 or not data[at + 1] & 0x80:
-                break  # not a final text frame, or not masked
-            length = data[at + 1] & 0x7F
+        max_body = self.factory.limits.max_body
+        while at < size:
+            if self._skip:
+                at = self._skip_payload(data, at)
+                continue
+            if self._feed:
+                take = min(self._feed, size - at)
+                self._feed -= take
+                super().dataReceived(data[at : at + take])
+                at += take
+                if not self._feed:
+                    self._progress = True
+                continue
+            if self.state == WebSocketProtocol.STATE_CLOSED:
+                return
+            if self._paused or size - at < 2:
+                break
+            first, second = data[at], data[at + 1]
+            opcode = first & 0x0F
+            final = first & 0x80
+            length = second & 0x7F
+            if first & 0x70 or not second & 0x80:
+                return self._to_autobahn(data[at:])  # RSV bits, or not masked
             if length < 126:
                 start = at + 6
-            elif length == 126 and size - at >= 8:
-                length = (data[at + 2] << 8) | data[at + 3]
-                if length < 126:
-                    break  # not the minimal encoding: autobahn refuses it
+            elif length == 126:
                 start = at + 8
             else:
+                start = at + 14
+            if start > size:
                 break
+            if length == 126:
+                length = (data[at + 2] << 8) | data[at + 3]
+                if length < 126:
+                    return self._to_autobahn(data[at:])
+            elif length == 127:
+                length = int.from_bytes(data[at + 2 : at + 10], "big")
+                if length < 0x10000 or length >> 63:
+                    return self._to_autobahn(data[at:])
+            control = opcode >= 8
+            if control:
+                if opcode > 10 or not final or length > 125:
+                    return self._to_autobahn(data[at:])
+            elif (
+                opcode > 2 or (opcode == 0) != self._in_message or length > self._frame_cap
+            ):
+                # A frame over max_message: autobahn closes with 1009.
+                return self._to_autobahn(data[at:])
             end = start + length
-            if end > size or (cap is not None and length > cap):
-                break
-            payload = _unmask(data[start:end], data[start - 4 : start])
+            if control or length <= max_body:
+                if end > size:
+                    self._want = end - at
+                    break
+                self._progress = True
+                if (
+                    final
+                    and not control
+                    and opcode
+                    and self.state == WebSocketProtocol.STATE_OPEN
+                    and self._read_whole(data, at, start, end, opcode == 2)
+                ):
+                    at = end
+                    continue
+                if not control:
+                    self._in_message = not final
+                super().dataReceived(data[at:end])
+                at = end
+                continue
+            if final and opcode:
+                # One frame over max_body: refused, so dropped unread.
+                self._skip = length
+                self._skip_binary = opcode == 2
+                self._skip_key = data[start - 4 : start]
+                if self.state == WebSocketProtocol.STATE_OPEN:
+                    self.trafficStats.incomingOctetsWireLevel += start - at
+                at = start
+                continue
+            # A fragment over max_body: autobahn reads it as it arrives;
+            # onMessageFrameData keeps no more of its message than max_body.
+            self._in_message = not final
+            self._feed = end - at
+        if at < size:
+            self._inbox += data[at:] if at else data
+
+    def _to_autobahn(self, data: bytes) -> None:
+        """From here on autobahn reads the connection (it fails it)."""
+        self._framing = False
+        self._cancel_arrival()
+        super().dataReceived(data)
+
+    def _read_whole(self, data: bytes, at: int, start: int, end: int, binary: bool) -> bool:
+        """
+        Read the whole final frame C{data[at:end]} (a message of its own,
+        within max_body) as autobahn would, unless it is a text frame that
+        must be parsed and its payload is not valid UTF-8 (autobahn then
+        fails the connection): its traffic counters move the same, and the
+        checks of L{onMessage} apply. A frame refused by them (rate, binary,
+        credential) is neither unmasked nor checked past its first
+        L{ID_PREFIX} bytes.
+        """
+        key = data[start - 4 : start]
+        self._active_at = self.factory.clock.seconds()
+        error = self._check(self._admit(), binary, False)
+        if error is None:
+            payload = _unmask(data[start:end], key)
             try:
                 payload.decode("utf-8")
             except UnicodeDecodeError:
-                break
-            stats.incomingOctetsWireLevel += end - at
-            stats.incomingOctetsWebSocketLevel += length
-            stats.incomingOctetsAppLevel += length
-            stats.incomingWebSocketFrames += 1
-            stats.incomingWebSocketMessages += 1
-            at = end
-            self.onMessage(payload, False)
-        return data[at:] if at else data
+                return False
+        length = end - start
+        stats = self.trafficStats
+        stats.incomingOctetsWireLevel += end - at
+        stats.incomingOctetsWebSocketLevel += length
+        stats.incomingOctetsAppLevel += length
+        stats.incomingWebSocketFrames += 1
+        stats.incomingWebSocketMessages += 1
+        if error is None:
+            self._request(payload)
+        else:
+            request_id = None
+            if not binary:
+                request_id = prefix_id(_unmask(data[start : min(end, start + ID_PREFIX)], key))
+            self._refuse(request_id, error)
+        return True
+
+    def _skip_payload(self, data: bytes, at: int) -> int:
+        """Drop the next bytes of a frame over max_body, keeping its first ones."""
+        take = min(self._skip, len(data) - at)
+        wanted = ID_PREFIX - len(self._skip_prefix)
+        if wanted > 0:
+            self._skip_prefix += data[at : at + min(wanted, take)]
+        self._skip -= take
+        opened = self.state == WebSocketProtocol.STATE_OPEN
+        stats = self.trafficStats
+        if opened:
+            stats.incomingOctetsWireLevel += take
+            stats.incomingOctetsWebSocketLevel += take
+            stats.incomingOctetsAppLevel += take
+        if not self._skip:
+            self._progress = True
+            prefix = _unmask(bytes(self._skip_prefix), self._skip_key)
+            self._skip_prefix = bytearray()
+            if opened:
+                stats.incomingWebSocketFrames += 1
+                stats.incomingWebSocketMessages += 1
+            self._refuse_unread(self._skip_binary, prefix)
+        return at + take
+
+    def _time_arrival(self) -> None:
+        """
+        Time a frame that a read left incomplete (not one held because the
+        transport is full): from the first such read, reset whenever a
+        frame completes.
+        """
+        waiting = not self._paused and (self._skip or self._feed or self._inbox)
+        progress, self._progress = self._progress, False
+        if not waiting:
+            if self._arrival is not None:
+                self._cancel_arrival()
+            return
+        timeout = self.factory.options.frame_timeout
+        if not timeout:
+            return
+        if self._arrival is None:
+            self._arrival = self.factory.clock.callLater(timeout, self._arrival_expired)
+        elif progress:
+            self._arrival.reset(timeout)
+
+    def _cancel_arrival(self) -> None:
+        if self._arrival is not None and self._arrival.active():
+            self._arrival.cancel()
+        self._arrival = None
+
+    def _arrival_expired(self) -> None:
+        self._arrival = None
+        if self.state != WebSocketProtocol.STATE_OPEN:
+            return
+        seconds = self.factory.options.frame_timeout
+        source = self.source
+        self.factory.events.note(
+            "ws.frame_timeout",
+            "",
+            lambda: log.info(
+                "ws.frame_timeout: closed the connection of {source}: a frame "
+                "took more than {seconds} s",
+                source=source,
+                seconds=seconds,
+            ),
+        )
+        self.sendCloseFrame(1008, b"frame timeout")
+
+    # Messages autobahn reads (fragmented ones, and frames it must judge).
+
+    def onMessageBegin(self, isBinary: bool) -> None:
+        super().onMessageBegin(isBinary)
+        self._message_binary = isBinary
+        self._parts = []
+        self._held = 0
+        self._message_prefix = None
+
+    def onMessageFrameData(self, payload: bytes) -> None:
+        """Keep the message up to max_body; past it, only its first bytes."""
+        if self.failedByMe:
+            return
+        if self._message_prefix is not None:
+            return
+        held = self._held + len(payload)
+        if held <= self.factory.limits.max_body:
+            self._parts.append(payload)
+            self._held = held
+            return
+        self._message_prefix = (b"".join(self._parts)[:ID_PREFIX] + payload[:ID_PREFIX])[
+            :ID_PREFIX
+        ]
+        self._parts = []
+        self._held = 0
+
+    def onMessageEnd(self) -> None:
+        """The whole message, or its refusal when it was over max_body."""
+        if self.failedByMe:
+            return
+        parts, prefix = self._parts, self._message_prefix
+        self._parts = []
+        self._held = 0
+        self._message_prefix = None
+        if prefix is not None:
+            self._refuse_unread(self._message_binary, prefix)
+        else:
+            self.onMessage(b"".join(parts), self._message_binary)
+
+    # Requests.
+
+    def _refuse_unread(self, binary: bool, prefix: bytes) -> None:
+        """
+        Answer a message over max_body, of which only C{prefix} was kept:
+        rate limited, binary, or too large, as L{onMessage} would.
+        """
+        if self.state != WebSocketProtocol.STATE_OPEN:
+            return
+        self._touch()
+        error = self._check(self._admit(), binary, True)
+        assert error is not None
+        self._refuse(None if binary else prefix_id(prefix), error)
 
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
         """
-        One frame: the transport limits, the envelope, the in-flight cap and
-        the credential, then the dispatcher.
+        One message: the transport limits and the credential, refused
+        without parsing it (the id is read from its first L{ID_PREFIX}
+        bytes); then the envelope, the in-flight cap and the dispatcher.
         """
+        if self.state != WebSocketProtocol.STATE_OPEN:
+            return  # Beacon is closing it: nothing more is run.
         self._touch()
-        factory = self.factory
-        limits = factory.limits
-        admission = self._admit()
+        error = self._check(
+            self._admit(), isBinary, len(payload) > self.factory.limits.max_body
+        )
+        if error is not None:
+            self._refuse(None if isBinary else prefix_id(payload[:ID_PREFIX]), error)
+            return
+        self._request(payload)
+
+    def _check(self, admission: Admission, binary: bool, too_large: bool) -> A2AError | None:
+        """
+        The refusal due before a message is parsed, in the binding's order:
+        rate, binary, size, credential; None when it may be parsed.
+        """
         if not admission.admitted:
-            small = not isBinary and len(payload) <= limits.max_body
-            self._refuse(
-                _peek_id(payload) if small else None,
-                RateLimitedError(
-                    f"Too many requests from this source; retry after "
-                    f"{retry_seconds(admission.retry_after)} s",
-                    extra=[retry_info(admission.retry_after)],
-                ),
-            )
-            return
-        if isBinary:
-            self._refuse(
-                None,
-                JSONParseError(
-                    "Binary frames are not part of this binding; send one "
-                    "JSON-RPC object per text frame"
-                ),
-            )
-            return
-        if len(payload) > limits.max_body:
-            log.warn(
-                "ws.too_large: refused a frame over {limit} bytes from {source}",
-                limit=limits.max_body,
-                source=self.source,
-            )
-            self._refuse(
-                _peek_id(payload),
-                FrameTooLargeError(
-                    f"The request exceeds {limits.max_body} bytes",
-                    metadata={"limit": str(limits.max_body)},
-                ),
-            )
-            return
+            return _rate_error(admission)
+        if binary:
+            return _binary_error()
+        if too_large:
+            return self._too_large_error()
+        auth = self.factory.limits.auth
+        if auth.enabled and not auth.admits(
+            self.parameters.get("authorization"), self.parameters.get("x-api-key")
+        ):
+            return UnauthenticatedError(metadata={"www-authenticate": auth.challenge()})
+        return None
+
+    def _request(self, payload: bytes) -> None:
+        """A text message that passed L{_check}: parse it and run it."""
+        factory = self.factory
         try:
             request = parse_request(loads(payload))
         except A2AError as error:
@@ -762,18 +1298,27 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
                 ),
             )
             return
-        auth = limits.auth
-        if not auth.admits(self.parameters.get("authorization"), self.parameters.get("x-api-key")):
-            self._refuse(
-                answer_id,
-                UnauthenticatedError(metadata={"www-authenticate": auth.challenge()}),
-            )
-            return
         assert self._context is not None
         self._in_flight += 1
         factory.dispatcher.call(request, self._context).addCallback(
             self._answered
         ).addErrback(self._answer_failed)
+
+    def _too_large_error(self) -> FrameTooLargeError:
+        limit = self.factory.limits.max_body
+        source = self.source
+        self.factory.events.note(
+            "ws.too_large",
+            "",
+            lambda: log.warn(
+                "ws.too_large: refused a frame over {limit} bytes from {source}",
+                limit=limit,
+                source=source,
+            ),
+        )
+        return FrameTooLargeError(
+            f"The request exceeds {limit} bytes", metadata={"limit": str(limit)}
+        )
 
     def _refuse(self, request_id: RequestId, error: A2AError) -> None:
         self.send_frame(failure(request_id, error))
@@ -823,17 +1368,16 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     def _send_text(self, data: bytes) -> None:
         """
         Send C{data} as one text message. When autobahn would send it as one
-        plain frame (no compression, fragmentation, masking, timings, frame
-        or octet logging, queued writes, and within its message cap), the
-        frame is written here, with autobahn's traffic counters moved as it
-        moves them; otherwise autobahn's L{sendMessage} sends it. Autobahn
-        builds debug-log arguments for every frame it writes, which cost
-        more than the frame.
+        plain frame (no fragmentation, masking, timings, frame or octet
+        logging, queued writes, and within its message cap; Beacon never
+        negotiates compression), the frame is written here, with autobahn's
+        traffic counters moved as it moves them; otherwise autobahn's
+        L{sendMessage} sends it. Autobahn builds debug-log arguments for
+        every frame it writes, which cost more than the frame.
         """
         size = len(data)
         if (
-            self._perMessageCompress is not None
-            or self.trackedTimings
+            self.trackedTimings
             or self.maskServerFrames
             or self.logFrames
             or self.logOctets
@@ -877,14 +1421,21 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self._finished()
 
     def pauseProducing(self) -> None:
-        """The transport is full: hold frames and stop reading requests."""
+        """
+        The transport is full: hold frames, stop reading the connection and
+        stop splitting what was read.
+        """
         self._paused = True
+        self._cancel_arrival()  # What is not read now is not the peer's delay.
         producer = _network_producer(self.transport)
         if producer is not None:
             producer.pauseProducing()
 
     def resumeProducing(self) -> None:
-        """The transport drained: send what was held, read again."""
+        """
+        The transport drained: send what was held, split what was read, and
+        read again, unless it filled again meanwhile.
+        """
         self._paused = False
         while self._pending and not self._paused:
             sink, data = self._pending.popleft()
@@ -892,6 +1443,13 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
                 sink.queued -= 1
             if self.state == WebSocketProtocol.STATE_OPEN:
                 self._send_text(data)
+        if not self._paused and self._inbox and self._framing:
+            data = bytes(self._inbox)
+            self._inbox.clear()
+            self._want = 0
+            self._split(data)
+        if self._framing:
+            self._time_arrival()
         if not self._paused:
             producer = _network_producer(self.transport)
             if producer is not None:
@@ -900,21 +1458,31 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     def stopProducing(self) -> None:
         """The transport is going away; L{onClose} cleans up."""
 
+    @property
+    def held_input(self) -> int:
+        """Bytes received and held, not yet answered: for the memory bound."""
+        return len(self._inbox) + self._held + len(self._skip_prefix)
+
+    @property
+    def held_output(self) -> int:
+        """Bytes of answers held while the transport is full."""
+        return sum(len(data) for _, data in self._pending)
+
     # Idle timeout and the end.
 
     def _touch(self) -> None:
-        timeout = self.factory.options.idle_timeout
-        if not timeout or not self._opened:
-            return
-        if self._idle is not None and self._idle.active():
-            self._idle.reset(timeout)
-        else:
-            self._idle = self.factory.clock.callLater(timeout, self._idle_expired)
+        self._active_at = self.factory.clock.seconds()
 
-    def _idle_expired(self) -> None:
+    def _idle_check(self) -> None:
         self._idle = None
-        if self._in_flight:
-            self._touch()
+        if self.state != WebSocketProtocol.STATE_OPEN:
+            return
+        clock = self.factory.clock
+        timeout = self.factory.options.idle_timeout
+        quiet = clock.seconds() - self._active_at
+        if self._in_flight or quiet < timeout:
+            wait = timeout if self._in_flight else timeout - quiet
+            self._idle = clock.callLater(wait, self._idle_check)
             return
         log.info("ws.idle_closed: closed the idle connection of {source}", source=self.source)
         self.sendClose(1000, "idle")
@@ -927,13 +1495,26 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         if self._idle is not None and self._idle.active():
             self._idle.cancel()
         self._idle = None
+        self._cancel_arrival()
+        self._inbox.clear()
+        self._parts = []
+        self._held = 0
+        self._skip_prefix = bytearray()
         for sink in list(self._streams):
             self.stream_ended(sink)
         self._pending.clear()
+        factory = self.factory
         if self._counted:
             self._counted = False
-            self.factory.open_connections -= 1
-        self.factory.connections.discard(self)
+            factory.open_connections -= 1
+        if self._source_counted:
+            self._source_counted = False
+            held = factory.connections_by_source.get(self.source, 1) - 1
+            if held:
+                factory.connections_by_source[self.source] = held
+            else:
+                factory.connections_by_source.pop(self.source, None)
+        factory.connections.discard(self)
         if self._opened:
             self._opened = False
             log.info(
@@ -943,12 +1524,33 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             )
 
 
-def _peek_id(payload: bytes) -> RequestId:
-    """The id of a request refused before it is read, or null."""
-    try:
-        return parse_request(loads(payload)).id
-    except A2AError as error:
-        return request_id_of(error)
+def _rate_error(admission: Admission) -> RateLimitedError:
+    return RateLimitedError(
+        f"Too many requests from this source; retry after "
+        f"{retry_seconds(admission.retry_after)} s",
+        extra=[retry_info(admission.retry_after)],
+    )
+
+
+def _binary_error() -> JSONParseError:
+    return JSONParseError(
+        "Binary frames are not part of this binding; send one JSON-RPC object per text frame"
+    )
+
+
+class _RefusedAtAccept(Protocol):
+    """Writes a refusal as soon as the connection is made, then closes."""
+
+    def __init__(self, response: bytes) -> None:
+        self._response = response
+
+    def connectionMade(self) -> None:
+        assert self.transport is not None
+        self.transport.write(self._response)
+        self.transport.loseConnection()
+
+    def dataReceived(self, data: bytes) -> None:
+        """Nothing is read."""
 
 
 class WebSocketFactory(WebSocketServerFactory):
@@ -957,9 +1559,14 @@ class WebSocketFactory(WebSocketServerFactory):
     on the public listeners and by any C{--ws} listener. A L{Site} does not
     start or stop a factory inside a resource: L{WebSocketService} does.
 
-    @ivar open_connections: Upgraded (or upgrading, once accepted)
-        connections, for C{max_connections}.
+    @ivar open_connections: Connections counted against C{max_connections}:
+        on a C{--ws} listener from accept, at C{/a2a/ws} from the upgrade
+        (until then the HTTP listener counts them).
+    @ivar connections_by_source: Upgraded (or upgrading, once accepted)
+        connections by source, for C{max_connections_per_source}.
     @ivar connections: The open connections, to close on stop.
+    @ivar events: The refusals and autobahn events logged (the first of
+        each kind) and counted (all of them); see L{LogSummary}.
     """
 
     protocol = WebSocketA2AProtocol  # type: ignore[assignment]
@@ -991,7 +1598,9 @@ class WebSocketFactory(WebSocketServerFactory):
         self.extensions = extensions
         self.allowed_origins = frozenset(ascii_lower(o) for o in options.allowed_origins)
         self.open_connections = 0
+        self.connections_by_source: dict[str, int] = {}
         self.connections: set[WebSocketA2AProtocol] = set()
+        self.events = LogSummary(clock)
         self.noisy = False
         self.setProtocolOptions(
             versions=[_VERSION],
@@ -1003,6 +1612,45 @@ class WebSocketFactory(WebSocketServerFactory):
             # silent drop, so that the peer can tell why.
             failByDrop=False,
         )
+
+    def buildProtocol(self, addr: Any) -> Protocol | None:
+        """
+        A connection accepted on a listener of the binding's own: counted
+        against C{max_connections} from now on, or, over it, answered 503
+        at once and closed.
+        """
+        cap = self.options.max_connections
+        if cap and self.open_connections >= cap:
+            self.refused(_TOO_MANY_CONNECTIONS, _peer_host(addr))
+            return _RefusedAtAccept(_TOO_MANY_CONNECTIONS.response())
+        protocol = self.connection(addr)
+        protocol.count_from_accept()
+        return protocol
+
+    def connection(self, addr: Any) -> WebSocketA2AProtocol:
+        """A protocol for a connection someone else accepted and counts."""
+        protocol = super().buildProtocol(addr)
+        assert isinstance(protocol, WebSocketA2AProtocol)
+        return protocol
+
+    def refused(self, refusal: Refusal, source: str) -> None:
+        """Count a refused upgrade; log it unless a line of its kind is recent."""
+        reason = refusal.reason or "PERMISSION_DENIED"
+        self.events.note(
+            "ws.refused",
+            f"{refusal.code} {reason}",
+            lambda: log.info(
+                "ws.refused: upgrade from {source} refused with {code} {reason}",
+                source=source,
+                code=refusal.code,
+                reason=reason,
+            ),
+        )
+
+    def stopFactory(self) -> None:
+        """The last listener stopped: log what the summary holds."""
+        self.events.stop()
+        super().stopFactory()
 
     def close_all(self, code: int = 1001, reason: str = "going away") -> None:
         """Close every open connection (Beacon is stopping)."""
@@ -1067,8 +1715,7 @@ class WebSocketResource:
             request.setResponseCode(_INVALID_UPGRADE.code)
             request.setHeader(b"Content-Type", b"application/json")
             return b"" if request.method == b"HEAD" else dumps(_INVALID_UPGRADE.body())
-        protocol = self._factory.buildProtocol(transport.getPeer())
-        assert isinstance(protocol, WebSocketA2AProtocol)
+        protocol = self._factory.connection(transport.getPeer())
         # The HTTP channel registered itself as the transport's producer and
         # may have paused it; from here on the WebSocket protocol is both.
         transport.unregisterProducer()
