@@ -16,9 +16,11 @@ or compares. CPU is the reactor thread's (the twistd process's main thread,
 /proc/PID/task/PID/schedstat); RSS is /proc/PID/status VmRSS.
 
 Scenarios:
-  big     item 1: 4 MiB frames (over [limits] max_body) sent as fast as the
-          server reads them for a few seconds, while 127.0.0.2 GETs the card
-          in a loop: reactor ms per frame, card GET/s unloaded and loaded.
+  big     item 1: 4 MiB frames (over [limits] max_body), 2 a second for 3 s,
+          then as fast as the server reads them for 3 s, while another
+          process GETs the card from 127.0.0.2 in a loop: reactor ms per
+          frame, card GET/s unloaded and in each phase (Beacon pinned to one
+          CPU, the clients to the other).
   small   item 1: 300 rate-limited 64 KiB frames against 300 rate-limited
           64 KiB POSTs from another source: reactor ms per refusal.
   unauth  item 1: 300 unauthenticated 64 KiB frames ([auth] configured,
@@ -215,43 +217,114 @@ def start(launcher: BeaconLauncher, config: str) -> object:
     return launcher.start("--config", str(path))
 
 
-def scenario_big(launcher: BeaconLauncher) -> dict[str, object]:
-    beacon = start(launcher, "")
-    pid, port = beacon.process.pid, beacon.port  # type: ignore[attr-defined]
+def _probe_main(port: int, seconds: float) -> None:
+    """In a process of its own: GET the card for C{seconds}; print (time, count) samples."""
     probe = CardProbe(port)
     probe.start()
-    time.sleep(0.5)
-    unloaded = probe.rate(2.0)
+    samples = []
+    began = time.time()
+    while time.time() - began < seconds:
+        samples.append((time.time(), probe.count))
+        time.sleep(0.05)
+    probe.done = True
+    print(json.dumps(samples), flush=True)
+
+
+def _rate_between(samples: list[list[float]], start: float, end: float) -> float:
+    inside = [(t, n) for t, n in samples if start <= t <= end]
+    if len(inside) < 2:
+        return 0.0
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def _attack(pid: int, port: int, frame: bytes, pace: float, seconds: float) -> tuple[int, float, float, float]:
+    """
+    Send C{frame} on a new connection every C{pace} seconds (0: as fast as
+    Beacon reads) for C{seconds}; return the frames answered, the reactor
+    ms used, and the window's start and end.
+    """
     sock, status = upgrade(port)
     assert status == 101, status
     reader = Reader(sock.dup())
-    sock.settimeout(120)
     reader.start()
-    frame = masked(expensive_json(4 * 1024 * 1024))
-    sent = 0
+    sock.settimeout(60)
     cpu = reactor_ns(pid)
-    counted = probe.count
-    began = time.monotonic()
-    while time.monotonic() - began < 4.0 and sent < 200:
+    began = time.time()
+    sent = 0
+    while time.time() - began < seconds and sent < 2000:
         sock.sendall(frame)
         sent += 1
-    # every frame answered (or 10 s)
-    deadline = time.monotonic() + 10
+        if pace:
+            time.sleep(max(0.0, began + sent * pace - time.time()))
+    deadline = time.monotonic() + 20
     while reader.frames < sent and time.monotonic() < deadline:
-        time.sleep(0.05)
-    elapsed = time.monotonic() - began
-    loaded = (probe.count - counted) / elapsed
-    cpu_ms = (reactor_ns(pid) - cpu) / 1e6
-    probe.done = reader.done = True
+        time.sleep(0.01)
+    ended = time.time()
+    used = (reactor_ns(pid) - cpu) / 1e6
+    reader.done = True
     sock.close()
-    return {
-        "frames_sent": sent,
-        "frames_answered": reader.frames,
-        "seconds": round(elapsed, 2),
-        "reactor_ms_per_frame": round(cpu_ms / max(1, reader.frames), 2),
-        "card_get_per_s_unloaded": round(unloaded),
-        "card_get_per_s_loaded": round(loaded),
-    }
+    return reader.frames, used, began, ended
+
+
+def scenario_big(launcher: BeaconLauncher) -> dict[str, object]:
+    """
+    4 MiB frames from one source, at 2 a second (what the rate allows) and
+    as fast as Beacon reads them: first alone, for the reactor's time per
+    frame; then while another process GETs the card from another source.
+    Each phase on a fresh Beacon, so that each starts with a full bucket
+    (20 frames admitted, the rest rate-limited). Beacon and the probe share
+    CPU 0, the attacker has CPU 1 (on loopback the kernel's work of
+    sending, which a real network does elsewhere, is charged to the
+    sender's CPU): the probe's rate then falls only as far as Beacon's
+    reactor is kept busy.
+    """
+    import subprocess
+
+    frame = masked(expensive_json(4 * 1024 * 1024))
+    cpus = sorted(os.sched_getaffinity(0))
+    result: dict[str, object] = {}
+    for name, pace, seconds in (("paced_2_per_s", 0.5, 3.0), ("flood", 0.0, 3.0)):
+        beacon = start(launcher, "")
+        pid, port = beacon.process.pid, beacon.port  # type: ignore[attr-defined]
+        if len(cpus) > 1:
+            os.sched_setaffinity(pid, {cpus[0]})
+            os.sched_setaffinity(0, set(cpus[1:]))
+        frames, used, began, ended = _attack(pid, port, frame, pace, seconds)
+        phase: dict[str, object] = {
+            "frames": frames,
+            "seconds": round(ended - began, 2),
+            "reactor_ms_per_frame": round(used / max(1, frames), 2),
+        }
+        launcher.close()
+        beacon = start(launcher, "")
+        pid, port = beacon.process.pid, beacon.port  # type: ignore[attr-defined]
+        probe = subprocess.Popen(
+            [sys.executable, __file__, "--probe", str(port), "7"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if len(cpus) > 1:
+            os.sched_setaffinity(pid, {cpus[0]})
+            os.sched_setaffinity(probe.pid, {cpus[0]})
+        try:
+            time.sleep(0.5)
+            unloaded_window = (time.time(), time.time() + 2.0)
+            time.sleep(2.0)
+            _, _, began, ended = _attack(pid, port, frame, pace, seconds)
+            out, _ = probe.communicate(timeout=30)
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+                probe.wait()
+        launcher.close()
+        samples = json.loads(out.strip().splitlines()[-1])
+        unloaded = _rate_between(samples, *unloaded_window)
+        loaded = _rate_between(samples, began, ended)
+        phase["card_get_per_s_unloaded"] = round(unloaded)
+        phase["card_get_per_s_loaded"] = round(loaded)
+        phase["card_share"] = round(loaded / unloaded, 2) if unloaded else None
+        result[name] = phase
+    return result
 
 
 def _drain_bucket(sock: socket.socket, reader: Reader, count: int = 25) -> None:
@@ -527,6 +600,9 @@ SCENARIOS = {
 
 
 def main(names: list[str]) -> None:
+    if names[:1] == ["--probe"]:
+        _probe_main(int(names[1]), float(names[2]))
+        return
     for name in names or list(SCENARIOS):
         with tempfile.TemporaryDirectory(prefix="ws-abuse-") as tmp:
             launcher = BeaconLauncher(Path(tmp))
