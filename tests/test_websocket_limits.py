@@ -15,6 +15,8 @@ import struct
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
@@ -360,6 +362,21 @@ def test_frames_that_keep_completing_are_not_timed_out() -> None:
     assert len(server.clock.getDelayedCalls()) == 1  # the idle timer only
 
 
+def test_no_frame_timeout_while_beacon_is_not_reading() -> None:
+    """A frame held because the transport is full is not the peer's delay: it is timed again only once Beacon reads again."""
+    server = Server()
+    connection = server.open()
+    connection.server.pauseProducing()
+    connection.write(frame(0x1, json.dumps(send_message()).encode())[:40])
+    server.clock.advance(60)
+    assert connection.closes() == []
+    connection.server.resumeProducing()
+    server.clock.advance(29)
+    assert connection.closes() == []
+    server.clock.advance(2)
+    assert connection.closes() == [1008]
+
+
 # Item 3: memory is bounded whatever one source sends.
 
 
@@ -558,3 +575,53 @@ def test_stopping_the_factory_logs_what_is_counted(logged_events: Any) -> None:
     server.factory.doStop()
     assert [e["count"] for e in logged_events.named("ws.summary")] == [2]
     assert len(server.clock.getDelayedCalls()) == timers - 1
+
+
+# The binding's own frame splitting answers as autobahn alone does.
+
+_JSON_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def _messages(draw: st.DrawFn) -> list[bytes]:
+    """One message as frames: whole or fragmented, text or binary, small or over max_body, with pings between fragments."""
+    size = draw(st.sampled_from([0, 50, 400, 600, 3000]))
+    request_id = draw(st.one_of(st.integers(0, 99), _JSON_TEXT))
+    payload = padded(request_id, max(size, 120)) if draw(st.booleans()) else b'{"x":' + b"1" * size + b"}"
+    opcode = draw(st.sampled_from([0x1, 0x1, 0x2]))
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(payload) - 1)), max_size=3)))
+    pieces = [payload[a:b] for a, b in zip([0, *cuts], [*cuts, len(payload)])]
+    frames = []
+    for index, piece in enumerate(pieces):
+        frames.append(frame(opcode if index == 0 else 0x0, piece, fin=index == len(pieces) - 1))
+        if index < len(pieces) - 1 and draw(st.booleans()):
+            frames.append(frame(0x9, b"p" * draw(st.integers(0, 125))))
+    return frames
+
+
+def _answered(data: bytes, writes: list[int], *, direct: bool) -> list[tuple[int, bytes]]:
+    from test_websocket import AutobahnReads
+
+    server = Server(mounted=False, options=WebSocketOptions(max_message=4096), max_body=512)
+    if not direct:
+        server.factory.protocol = AutobahnReads  # type: ignore[assignment]
+    connection = server.open()
+    connection.responses()
+    at = 0
+    for cut in [*writes, len(data)]:
+        connection.write(data[at:cut])
+        at = cut
+    connection.pump.flush()
+    return [
+        (opcode, re.sub(rb"[0-9a-v]{36}", b"<id>", payload))
+        for opcode, payload in connection.client.frames[connection.read :]
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=st.lists(_messages(), min_size=1, max_size=5), data=st.data())
+def test_split_frames_answer_as_autobahn_does(messages: list[list[bytes]], data: st.DataObject) -> None:
+    """Any mix of whole and fragmented, text and binary, small and oversized messages, with pings, cut anywhere, gets autobahn's answers."""
+    stream = b"".join(b"".join(m) for m in messages)
+    writes = sorted(data.draw(st.sets(st.integers(1, len(stream) - 1), max_size=8)))
+    assert _answered(stream, writes, direct=True) == _answered(stream, [], direct=False)
