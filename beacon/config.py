@@ -164,6 +164,7 @@ _SECTIONS: dict[str, set[str]] = {
         "max_in_flight",
         "handshake_timeout",
         "max_connections",
+        "max_connections_per_source",
         "idle_timeout",
     },
     "auth": {"api_keys", "bearer_tokens"},
@@ -247,7 +248,7 @@ def _websocket_options(values: dict[str, Any]) -> WebSocketOptions:
             options,
             require_origin=_typed("websocket", "require_origin", values["require_origin"], bool),
         )
-    for key in ("max_message", "max_in_flight", "max_connections"):
+    for key in ("max_message", "max_in_flight", "max_connections", "max_connections_per_source"):
         if key in values:
             options = replace(options, **{key: _typed("websocket", key, values[key], int)})
     for key in ("handshake_timeout", "idle_timeout"):
@@ -427,10 +428,13 @@ def _check_websocket(options: WebSocketOptions) -> None:
         raise ConfigError("[websocket] max_in_flight must be between 1 and 10000")
     if not (0 < options.handshake_timeout <= 3600):
         raise ConfigError("[websocket] handshake_timeout must be above 0 and at most 3600 s")
-    if not (0 <= options.max_connections <= 1_000_000):
-        raise ConfigError("[websocket] max_connections must be between 0 (no cap) and 1000000")
+    for key in ("max_connections", "max_connections_per_source"):
+        if not (0 <= getattr(options, key) <= 1_000_000):
+            raise ConfigError(f"[websocket] {key} must be between 0 (no cap) and 1000000")
     if not (0 <= options.idle_timeout <= 86_400):
         raise ConfigError("[websocket] idle_timeout must be between 0 (off) and 86400 s")
+    if not (0 <= options.frame_timeout <= 86_400):
+        raise ConfigError("the WebSocket frame timeout must be between 0 (off) and 86400 s")
 
 
 def validate(config: Config) -> Config:
@@ -459,6 +463,10 @@ def validate(config: Config) -> Config:
     for key in ("idle_timeout", "header_timeout", "body_timeout"):
         if not (0.1 <= getattr(limits, key) <= 86400):
             raise ConfigError(f"[limits] {key} must be between 0.1 and 86400 seconds")
+    # A WebSocket frame has as long to arrive as an HTTP body.
+    config = replace(
+        config, websocket=replace(config.websocket, frame_timeout=limits.body_timeout)
+    )
     _check_websocket(config.websocket)
     _check_origins("[server] cors_origins", config.cors_origins)
     config = replace(config, cors_origins=tuple(o.lower() for o in config.cors_origins))

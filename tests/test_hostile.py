@@ -21,6 +21,7 @@ from beacon.config import build_config
 from beacon.protocol import METHODS
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
+from test_websocket import VERSION, Server, frame
 
 _sync = SynchronousTestCase()
 PUBLIC = "https://beacon.example"
@@ -176,8 +177,6 @@ WS_SPECIFIED = SPECIFIED_RPC | {-31413, -31429, -32603}
 )
 def test_arbitrary_websocket_frames(payloads: list[tuple[int, bytes]]) -> None:
     """Any text or binary frames get only specified answers, and the connection stays open for the next request."""
-    from test_websocket import VERSION, Server, frame
-
     server = Server()
     connection = server.open(VERSION)
     assert connection.client.status == 101

@@ -97,11 +97,12 @@ from twisted.internet.interfaces import IConsumer, IDelayedCall, IPushProducer, 
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
-from twisted.web import http, server
+from twisted.web import server
 from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
+from beacon.bindings._direct import reason_phrase
 from beacon.bindings._http import DEFAULT_BODY_TIMEOUT, TransportLimits, _refuse
 from beacon.bindings._limits import Admission
 from beacon.protocol import (
@@ -348,7 +349,7 @@ class Refusal:
     def response(self) -> bytes:
         """The whole HTTP/1.1 response; the connection closes after it."""
         body = dumps(self.body())
-        phrase = http.RESPONSES.get(self.code, b"Error")
+        phrase = reason_phrase(self.code)
         lines = [b"HTTP/1.1 %d %s" % (self.code, phrase)]
         lines.append(b"Content-Type: application/json")
         lines.append(b"Content-Length: %d" % len(body))
