@@ -29,8 +29,10 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._direct import MAX_HEAD, DirectChannel, IDirectResource, direct_resource
-from beacon.bindings._http import BeaconSite, Container
+from beacon.bindings._direct import DirectChannel, IDirectResource, direct_resource
+from beacon.bindings._edge import MAX_HEAD
+from beacon.bindings._edge import Container
+from beacon.bindings._http import BeaconSite
 from beacon.config import build_config
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore

@@ -43,7 +43,7 @@ import math
 import re
 from functools import lru_cache
 from io import BytesIO
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs
 
 from twisted.internet.defer import Deferred
@@ -59,7 +59,6 @@ from twisted.web.http import (
     NOT_MODIFIED,
     OK,
     PRECONDITION_FAILED,
-    RESPONSES,
     datetimeToString,
     stringToDatetime,
 )
@@ -69,18 +68,19 @@ from twisted.web.server import NOT_DONE_YET
 from twisted.web.server import version as _SERVER
 from zope.interface import Interface, implementer
 
-from beacon.protocol import dumps
+from beacon.bindings._edge import (
+    MAX_HEAD,
+    MAX_HEADERS,
+    connection_tokens,
+    reason_phrase,
+    refuse_slow,
+)
 
 if TYPE_CHECKING:
     from beacon.bindings._http import BeaconSite
 
 log = Logger()
 
-#: The longest request head the direct channel reads itself, in bytes;
-#: a longer one is handed to twisted.web (which refuses over 16 KiB).
-MAX_HEAD = 16384
-#: The most header lines the direct channel reads itself.
-MAX_HEADERS = 100
 #: Seconds a closing connection may take to drain before it is aborted.
 ABORT_TIMEOUT = 15.0
 
@@ -93,35 +93,6 @@ _HEADER_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
 _HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
 #: Request headers whose presence hands a request to twisted.web.
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
-
-
-#: Reason phrases: RFC 9110's where twisted.web has none or an older one.
-REASONS: dict[int, bytes] = {
-    **RESPONSES,
-    408: b"Request Timeout",
-    413: b"Content Too Large",
-    426: b"Upgrade Required",
-    429: b"Too Many Requests",
-    431: b"Request Header Fields Too Large",
-}
-
-
-def reason_phrase(code: int) -> bytes:
-    """The reason phrase of status C{code} (RFC 9110 15)."""
-    return REASONS.get(code, b"Unknown Status")
-
-
-def connection_tokens(values: Sequence[bytes] | None) -> list[bytes]:
-    """
-    The options of a request's C{Connection} field lines, lower-cased: a
-    list whose lines combine, comma-separated (RFC 9110 5.3, 7.6.1), so
-    that C{close} on any line or in any place means close.
-    """
-    if not values:
-        return []
-    return [
-        token.strip(b" \t").lower() for value in values for token in value.split(b",")
-    ]
 
 
 class IDirectResource(Interface):
@@ -418,51 +389,6 @@ class DirectRequest:
 
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def error_body(code: str, message: str) -> bytes:
-    """
-    The one JSON shape of a transport-level refusal (the native vocabulary
-    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
-    """
-    return dumps({"error": {"code": code, "message": message}})
-
-
-def refuse_slow(channel: Any, what: str, seconds: float) -> None:
-    """
-    Answer 408 on C{channel} and close it: C{what} (the C{"request
-    line"}, the C{"headers"} or the C{"body"}) took longer than
-    C{seconds}.
-    """
-    transport = channel.transport
-    peer = transport.getPeer() if transport is not None else None
-    log.warn(
-        "http.request_timeout: the {what} from {source} took longer than {seconds} s",
-        what=what,
-        source=str(getattr(peer, "host", "unknown")),
-        seconds=seconds,
-    )
-    subject = "the request line" if what == "request line" else f"the request's {what}"
-    refuse_connection(
-        channel,
-        b"408 Request Timeout",
-        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
-    )
-
-
-def refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
-    """
-    Answer C{status} with a JSON C{body} straight on the transport, while
-    the request is still arriving, and close the connection.
-    """
-    assert channel.transport is not None
-    channel.transport.write(
-        b"HTTP/1.1 " + status + b"\r\n"
-        b"Content-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
-        b"Connection: close\r\n\r\n" + body
-    )
-    channel.loseConnection()
 
 
 @implementer(IPushProducer)
@@ -785,11 +711,4 @@ class DirectChannel(Protocol):
             self._idle = None
 
 
-__all__ = [
-    "DirectChannel",
-    "DirectRequest",
-    "IDirectResource",
-    "connection_tokens",
-    "direct_resource",
-    "reason_phrase",
-]
+__all__ = ["DirectChannel", "DirectRequest", "IDirectResource", "direct_resource"]

@@ -38,7 +38,7 @@ from io import BytesIO
 from typing import Any, Callable
 
 from twisted.internet.interfaces import IReactorTime
-from twisted.internet.protocol import Protocol, connectionDone
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
@@ -49,12 +49,22 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import (
+from beacon.bindings._direct import DirectChannel, IDirectResource
+from beacon.bindings._edge import (
+    CORS_EXPOSED_HEADERS,
+    CORS_MAX_AGE,
+    CORS_REQUEST_HEADERS,
+    JSON_TYPE,
     MAX_HEADERS,
-    DirectChannel,
-    IDirectResource,
+    ConnectionRefusal,
+    IPreflight,
+    MethodsResource,
     connection_tokens,
+    container,
     error_body,
+    framing_problem,
+    is_json_media_type,
+    refuse,
     reason_phrase,
     refuse_connection,
     refuse_slow,
@@ -81,57 +91,6 @@ DEFAULT_IDLE_TIMEOUT = 60.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 #: Default seconds from the end of the headers to the end of the body.
 DEFAULT_BODY_TIMEOUT = 30.0
-
-JSON_TYPE = b"application/json"
-#: The request headers a browser may send cross-origin to an RPC endpoint
-#: (for the origins of C{[server] cors_origins}).
-CORS_REQUEST_HEADERS = b"Content-Type, A2A-Version, A2A-Extensions, Authorization, X-API-Key"
-#: The response headers such a browser may read.
-CORS_EXPOSED_HEADERS = b"A2A-Extensions, Retry-After, WWW-Authenticate"
-#: Seconds a browser may cache a preflight's answer.
-CORS_MAX_AGE = b"600"
-
-
-def is_json_media_type(content_type: bytes | None) -> bool:
-    """
-    Whether a request's C{Content-Type} is C{application/json}: the media
-    type compared case-insensitively, parameters allowed, a C{charset}
-    only when it is UTF-8.
-    """
-    if content_type is None:
-        return False
-    media, _, params = content_type.partition(b";")
-    if media.strip(b" \t").lower() != JSON_TYPE:
-        return False
-    for param in params.split(b";"):
-        name, _, value = param.partition(b"=")
-        if name.strip(b" \t").lower() == b"charset" and value.strip(b" \t").strip(b'"').lower() != b"utf-8":
-            return False
-    return True
-
-
-def framing_problem(headers: Any, version: bytes) -> str | None:
-    """
-    What is wrong with a request's framing headers (RFC 9112 3.2, 6.1), or
-    None: an HTTP/1.1 request has exactly one C{Host}, any request at most
-    one; a C{Transfer-Encoding} is C{chunked} alone (the one coding Beacon
-    decodes, and the final one a request must have).
-
-    @param headers: The request's L{Headers} (or anything with
-        C{getRawHeaders}).
-    @param version: The request line's version (C{b"HTTP/1.1"}).
-    """
-    hosts = headers.getRawHeaders(b"Host")
-    if hosts is None:
-        if version == b"HTTP/1.1":
-            return "an HTTP/1.1 request must carry one Host header"
-    elif len(hosts) > 1:
-        return "a request must carry one Host header, not several"
-    codings = headers.getRawHeaders(b"Transfer-Encoding")
-    if codings is not None and connection_tokens(codings) != [b"chunked"]:
-        return "Transfer-Encoding must be chunked, once and alone"
-    return None
-
 
 def _too_large_body(limit: int) -> bytes:
     return error_body("too_large", f"the request body exceeds {limit} bytes")
@@ -442,7 +401,7 @@ class BeaconSite(server.Site):
                     per_source=self.max_connections_per_source,
                     total=self.max_connections,
                 )
-            return _ConnectionRefusal()
+            return ConnectionRefusal()
         self.open_connections += 1
         self._by_source[source] = held + 1
         released: list[bool] = []
@@ -471,71 +430,6 @@ class BeaconSite(server.Site):
         channel = super().buildProtocol(addr)
         channel.release_connection = release
         return channel
-
-
-class _ConnectionRefusal(Protocol):
-    """Answers 503 too_many_connections at once and closes."""
-
-    def connectionMade(self) -> None:
-        body = error_body("too_many_connections", "too many open connections; retry later")
-        assert self.transport is not None
-        self.transport.write(
-            b"HTTP/1.1 503 Service Unavailable\r\n"
-            b"Content-Type: application/json\r\n"
-            b"Retry-After: 1\r\n"
-            b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
-            b"Connection: close\r\n\r\n" + body
-        )
-        self.transport.loseConnection()
-
-
-def _refuse(
-    request: server.Request,
-    status: int,
-    code: str,
-    message: str,
-    headers: dict[bytes, bytes] | None = None,
-) -> bytes:
-    request.setResponseCode(status, reason_phrase(status))
-    request.setHeader(b"Content-Type", JSON_TYPE)
-    for name, value in (headers or {}).items():
-        request.setHeader(name, value)
-    return error_body(code, message)
-
-
-class _MethodsResource(Resource):
-    """
-    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks,
-    and a CORS preflight (C{OPTIONS}) from an origin its C{cors} lists.
-    """
-
-    isLeaf = True
-    allowed: tuple[bytes, ...] = ()
-    #: Whose C{cors_origins} a preflight is answered for; None: nobody's.
-    cors: TransportLimits | None = None
-
-    def render(self, request: server.Request) -> bytes | int:
-        if request.postpath:
-            answer = _refuse(request, 404, "not_found", "no such resource")
-        elif (
-            request.method == b"OPTIONS"
-            and self.cors is not None
-            and self.cors.preflight(request, self.allowed)
-        ):
-            request.finish()
-            return NOT_DONE_YET
-        elif request.method not in self.allowed:
-            answer = _refuse(
-                request,
-                405,
-                "method_not_allowed",
-                "this resource does not answer that method",
-                {b"Allow": b", ".join(self.allowed)},
-            )
-        else:
-            rendered: bytes | int = super().render(request)
-            return rendered
-        return b"" if request.method == b"HEAD" else answer
 
 
 class PreparedDocument:
@@ -567,7 +461,7 @@ class PreparedDocument:
 
 
 @implementer(IDirectResource)
-class DocumentResource(_MethodsResource):
+class DocumentResource(MethodsResource):
     """
     Serves a L{PreparedDocument} on GET and HEAD, with cache validators.
     """
@@ -586,7 +480,7 @@ class DocumentResource(_MethodsResource):
     def render_GET(self, request: server.Request) -> bytes | int:
         document = self._document
         if not document.published:
-            return _refuse(request, 503, "unavailable", "not published yet")
+            return refuse(request, 503, "unavailable", "not published yet")
         request.setHeader(b"Content-Type", JSON_TYPE)
         request.setHeader(b"Cache-Control", self._cache_control)
         request.setHeader(b"Access-Control-Allow-Origin", b"*")
@@ -601,6 +495,7 @@ class DocumentResource(_MethodsResource):
     render_HEAD = render_GET
 
 
+@implementer(IPreflight)
 @dataclass(frozen=True)
 class TransportLimits:
     """
@@ -687,7 +582,7 @@ class TransportLimits:
                     rate=self.rate.rate,
                     burst=self.rate.burst,
                 )
-            return _refuse(
+            return refuse(
                 request,
                 429,
                 "rate_limited",
@@ -695,7 +590,7 @@ class TransportLimits:
                 {b"Retry-After": str(retry).encode("ascii")},
             )
         if json_body and not is_json_media_type(request.getHeader(b"Content-Type")):
-            return _refuse(
+            return refuse(
                 request,
                 415,
                 "unsupported_media_type",
@@ -705,7 +600,7 @@ class TransportLimits:
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
         ):
             log.info("http.unauthenticated: refused a request from {source}", source=source)
-            return _refuse(
+            return refuse(
                 request,
                 401,
                 "unauthenticated",
@@ -723,7 +618,7 @@ class TransportLimits:
                 limit=self.max_body,
                 source=source,
             )
-            return _refuse(
+            return refuse(
                 request, 413, "too_large", f"the request body exceeds {self.max_body} bytes"
             )
         return None
@@ -734,7 +629,7 @@ def _header(request: server.Request, name: bytes) -> str | None:
     return value.decode("latin-1") if value is not None else None
 
 
-class JSONRPCResource(_MethodsResource):
+class JSONRPCResource(MethodsResource):
     """
     The A2A JSON-RPC binding: one POSTed request, one JSON response.
     """
@@ -893,31 +788,6 @@ class SSESink:
         self.end()
 
 
-class Container(Resource):
-    """A plain, non-leaf resource that only holds children."""
-
-    def render(self, request: server.Request) -> bytes:
-        return _refuse(request, 404, "not_found", "no such resource")
-
-    def getChild(self, path: bytes, request: server.Request) -> Resource:
-        return _NotFound()
-
-
-class _NotFound(Resource):
-    isLeaf = True
-
-    def render(self, request: server.Request) -> bytes:
-        return _refuse(request, 404, "not_found", "no such resource")
-
-
-def _container(parent: Resource, name: bytes) -> Resource:
-    child = parent.children.get(name)
-    if child is None:
-        child = Container()
-        parent.putChild(name, child)
-    return child
-
-
 @dataclass
 class PublicResources:
     """
@@ -936,8 +806,8 @@ class PublicResources:
 
         @return: C{root}.
         """
-        _container(root, b".well-known").putChild(b"agent-card.json", self.card_resource)
-        _container(root, b"a2a").putChild(b"v1", self.jsonrpc)
+        container(root, b".well-known").putChild(b"agent-card.json", self.card_resource)
+        container(root, b"a2a").putChild(b"v1", self.jsonrpc)
         return root
 
 
@@ -961,8 +831,8 @@ def public_resources(
 
 
 __all__ = [
+    "BeaconHTTPChannel",
     "BeaconSite",
-    "Container",
     "DocumentResource",
     "JSONRPCResource",
     "LimitedRequest",
@@ -970,6 +840,5 @@ __all__ = [
     "PublicResources",
     "SSESink",
     "TransportLimits",
-    "error_body",
     "public_resources",
 ]

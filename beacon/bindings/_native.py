@@ -39,16 +39,8 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from beacon.bindings._direct import IDirectResource
-from beacon.bindings._http import (
-    JSON_TYPE,
-    DocumentResource,
-    PreparedDocument,
-    TransportLimits,
-    _MethodsResource,
-    _container,
-    _NotFound,
-    _refuse,
-)
+from beacon.bindings._edge import JSON_TYPE, MethodsResource, NotFound, container, refuse
+from beacon.bindings._http import DocumentResource, PreparedDocument, TransportLimits
 from beacon.protocol import (
     CallContext,
     INativeHandler,
@@ -96,7 +88,7 @@ def _error(status: int, code: str, message: str, headers: dict[bytes, bytes] | N
 
 
 @implementer(IDirectResource)
-class SubmissionsResource(_MethodsResource, _Answering):
+class SubmissionsResource(MethodsResource, _Answering):
     """
     C{/beacon/0.1/submissions}: POST a submission; its children are the
     status of each receipt.
@@ -119,7 +111,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
         if path == b"":
             return self
         if _RECEIPT_ID.match(path) is None or request.postpath:
-            return _NotFound()
+            return NotFound()
         return StatusResource(self._handler, self._limits, path.decode("ascii"))
 
     def render_POST(self, request: server.Request) -> bytes | int:
@@ -131,7 +123,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
         try:
             document = loads(request.content.read())
         except JSONParseError:
-            return _refuse(request, 400, "invalid_json", "the body is not strict JSON (UTF-8, no duplicate keys, no NaN)")
+            return refuse(request, 400, "invalid_json", "the body is not strict JSON (UTF-8, no duplicate keys, no NaN)")
         context = CallContext(binding="native", source=source)
         result = maybeDeferred(self._handler.submit_document, context, document)
 
@@ -159,7 +151,7 @@ class SubmissionsResource(_MethodsResource, _Answering):
         return self.answer(request, result.addCallbacks(created, refused))
 
 
-class StatusResource(_MethodsResource, _Answering):
+class StatusResource(MethodsResource, _Answering):
     """
     C{/beacon/0.1/submissions/<id>}: state and timestamp, nothing else.
     """
@@ -223,8 +215,8 @@ class NativeResources:
         C{/beacon/0.1/message.schema.json} and
         C{/.well-known/autonomous-agent}.
         """
-        version = _container(_container(root, b"beacon"), b"0.1")
+        version = container(container(root, b"beacon"), b"0.1")
         version.putChild(b"submissions", self._submissions)
         version.putChild(b"message.schema.json", self._schema_resource)
-        _container(root, b".well-known").putChild(b"autonomous-agent", self._discovery_resource)
+        container(root, b".well-known").putChild(b"autonomous-agent", self._discovery_resource)
         return root

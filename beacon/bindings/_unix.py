@@ -54,6 +54,7 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
+from beacon.bindings._edge import NotFound
 from beacon.protocol import dumps
 
 log = Logger()
@@ -472,16 +473,8 @@ class RootEndpoint(Resource):
     def getChild(self, path: bytes, request: server.Request) -> IResource:
         if path == b"":
             return self._endpoint
-        return _NotFoundJSON()
+        return NotFound()
 
     def render(self, request: server.Request) -> Any:
         return self._endpoint.render(request)
 
-
-class _NotFoundJSON(Resource):
-    isLeaf = True
-
-    def render(self, request: server.Request) -> bytes:
-        request.setResponseCode(404)
-        request.setHeader(b"Content-Type", b"application/json")
-        return dumps({"error": {"code": "not_found", "message": "no such resource"}})

@@ -102,8 +102,8 @@ from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._direct import reason_phrase
-from beacon.bindings._http import DEFAULT_BODY_TIMEOUT, TransportLimits, _refuse
+from beacon.bindings._edge import MAX_HEAD, reason_phrase, refuse
+from beacon.bindings._http import DEFAULT_BODY_TIMEOUT, TransportLimits
 from beacon.bindings._limits import Admission
 from beacon.protocol import (
     A2AError,
@@ -164,8 +164,6 @@ LOG_TEXT_LIMIT = 200
 #: and summarised.
 SUMMARY_INTERVAL = 60.0
 
-#: The longest upgrade request head read, in bytes.
-MAX_HEAD = 16 * 1024
 #: The only WebSocket version served (RFC 6455).
 _VERSION = 13
 #: The marker frame's result after a stream's last event.
@@ -1709,7 +1707,7 @@ class WebSocketResource:
         Hand the connection to the WebSocket protocol, or refuse.
         """
         if request.postpath and request.postpath != [b""]:
-            return _refuse(request, 404, "not_found", "no such resource")
+            return refuse(request, 404, "not_found", "no such resource")
         transport: Any = request.channel.transport
         if transport is None or request.method != b"GET":
             # Only a GET can be an upgrade (and HTTP/2 cannot be upgraded).

@@ -4,17 +4,16 @@ any Twisted L{Site} (see L{PublicResources.mount}).
 """
 
 from beacon.bindings._direct import IDirectResource
+from beacon.bindings._edge import Container, error_body
 from beacon.bindings._http import (
     DEFAULT_MAX_BODY,
     BeaconSite,
-    Container,
     DocumentResource,
     JSONRPCResource,
     LimitedRequest,
     PreparedDocument,
     PublicResources,
     TransportLimits,
-    error_body,
     public_resources,
 )
 

@@ -1,0 +1,286 @@
+"""
+The transport edge: what every HTTP-speaking binding (the direct channel,
+twisted.web's channel, the WebSocket upgrade, the operator doors) says
+before a request reaches a policy, said once.
+
+    - the limits of a request head (L{MAX_HEAD}, L{MAX_HEADERS}) and the
+      RFC rules Beacon reads it by (L{connection_tokens},
+      L{framing_problem}, L{is_json_media_type});
+    - reason phrases (L{reason_phrase}, RFC 9110's);
+    - the one JSON shape of a refusal (L{error_body}), written on a
+      request (L{refuse}) or straight on a connection whose request is
+      still arriving (L{refuse_connection}, L{refuse_slow},
+      L{ConnectionRefusal});
+    - the resources that answer only refusals: L{MethodsResource} (405
+      with C{Allow}, CORS preflights), L{Container} and L{NotFound} (404).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.web import server
+from twisted.web.http import RESPONSES
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+from zope.interface import Interface
+
+from beacon.protocol import dumps
+
+log = Logger()
+
+#: The longest request head the direct channel reads itself, in bytes;
+#: a longer one is handed to twisted.web (which refuses over 16 KiB).
+MAX_HEAD = 16384
+#: The most header lines the direct channel reads itself.
+MAX_HEADERS = 100
+#: Reason phrases: RFC 9110's where twisted.web has none or an older one.
+REASONS: dict[int, bytes] = {
+    **RESPONSES,
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    426: b"Upgrade Required",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+}
+
+
+def reason_phrase(code: int) -> bytes:
+    """The reason phrase of status C{code} (RFC 9110 15)."""
+    return REASONS.get(code, b"Unknown Status")
+
+
+def connection_tokens(values: Sequence[bytes] | None) -> list[bytes]:
+    """
+    The options of a request's C{Connection} field lines, lower-cased: a
+    list whose lines combine, comma-separated (RFC 9110 5.3, 7.6.1), so
+    that C{close} on any line or in any place means close.
+    """
+    if not values:
+        return []
+    return [
+        token.strip(b" \t").lower() for value in values for token in value.split(b",")
+    ]
+
+
+def error_body(code: str, message: str) -> bytes:
+    """
+    The one JSON shape of a transport-level refusal (the native vocabulary
+    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
+    """
+    return dumps({"error": {"code": code, "message": message}})
+
+
+def refuse_slow(channel: Any, what: str, seconds: float) -> None:
+    """
+    Answer 408 on C{channel} and close it: C{what} (the C{"request
+    line"}, the C{"headers"} or the C{"body"}) took longer than
+    C{seconds}.
+    """
+    transport = channel.transport
+    peer = transport.getPeer() if transport is not None else None
+    log.warn(
+        "http.request_timeout: the {what} from {source} took longer than {seconds} s",
+        what=what,
+        source=str(getattr(peer, "host", "unknown")),
+        seconds=seconds,
+    )
+    subject = "the request line" if what == "request line" else f"the request's {what}"
+    refuse_connection(
+        channel,
+        b"408 Request Timeout",
+        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
+    )
+
+
+def refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
+    """
+    Answer C{status} with a JSON C{body} straight on the transport, while
+    the request is still arriving, and close the connection.
+    """
+    assert channel.transport is not None
+    channel.transport.write(
+        b"HTTP/1.1 " + status + b"\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+        b"Connection: close\r\n\r\n" + body
+    )
+    channel.loseConnection()
+
+
+JSON_TYPE = b"application/json"
+#: The request headers a browser may send cross-origin to an RPC endpoint
+#: (for the origins of C{[server] cors_origins}).
+CORS_REQUEST_HEADERS = b"Content-Type, A2A-Version, A2A-Extensions, Authorization, X-API-Key"
+#: The response headers such a browser may read.
+CORS_EXPOSED_HEADERS = b"A2A-Extensions, Retry-After, WWW-Authenticate"
+#: Seconds a browser may cache a preflight's answer.
+CORS_MAX_AGE = b"600"
+
+
+def is_json_media_type(content_type: bytes | None) -> bool:
+    """
+    Whether a request's C{Content-Type} is C{application/json}: the media
+    type compared case-insensitively, parameters allowed, a C{charset}
+    only when it is UTF-8.
+    """
+    if content_type is None:
+        return False
+    media, _, params = content_type.partition(b";")
+    if media.strip(b" \t").lower() != JSON_TYPE:
+        return False
+    for param in params.split(b";"):
+        name, _, value = param.partition(b"=")
+        if name.strip(b" \t").lower() == b"charset" and value.strip(b" \t").strip(b'"').lower() != b"utf-8":
+            return False
+    return True
+
+
+def framing_problem(headers: Any, version: bytes) -> str | None:
+    """
+    What is wrong with a request's framing headers (RFC 9112 3.2, 6.1), or
+    None: an HTTP/1.1 request has exactly one C{Host}, any request at most
+    one; a C{Transfer-Encoding} is C{chunked} alone (the one coding Beacon
+    decodes, and the final one a request must have).
+
+    @param headers: The request's L{Headers} (or anything with
+        C{getRawHeaders}).
+    @param version: The request line's version (C{b"HTTP/1.1"}).
+    """
+    hosts = headers.getRawHeaders(b"Host")
+    if hosts is None:
+        if version == b"HTTP/1.1":
+            return "an HTTP/1.1 request must carry one Host header"
+    elif len(hosts) > 1:
+        return "a request must carry one Host header, not several"
+    codings = headers.getRawHeaders(b"Transfer-Encoding")
+    if codings is not None and connection_tokens(codings) != [b"chunked"]:
+        return "Transfer-Encoding must be chunked, once and alone"
+    return None
+
+
+class IPreflight(Interface):
+    """Answers CORS preflights for a resource."""
+
+    def preflight(request: server.Request, allowed: tuple[bytes, ...]) -> bool:
+        """
+        Answer C{request}, a preflight, when its origin may use one of the
+        C{allowed} methods; return whether it was answered.
+        """
+
+
+class ConnectionRefusal(Protocol):
+    """Answers 503 too_many_connections at once and closes."""
+
+    def connectionMade(self) -> None:
+        body = error_body("too_many_connections", "too many open connections; retry later")
+        assert self.transport is not None
+        self.transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Retry-After: 1\r\n"
+            b"Content-Length: " + str(len(body)).encode("ascii") + b"\r\n"
+            b"Connection: close\r\n\r\n" + body
+        )
+        self.transport.loseConnection()
+
+
+def refuse(
+    request: server.Request,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[bytes, bytes] | None = None,
+) -> bytes:
+    request.setResponseCode(status, reason_phrase(status))
+    request.setHeader(b"Content-Type", JSON_TYPE)
+    for name, value in (headers or {}).items():
+        request.setHeader(name, value)
+    return error_body(code, message)
+
+
+class MethodsResource(Resource):
+    """
+    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks,
+    and a CORS preflight (C{OPTIONS}) from an origin its C{cors} lists.
+    """
+
+    isLeaf = True
+    allowed: tuple[bytes, ...] = ()
+    #: Who answers a CORS preflight (C{OPTIONS}); None: nobody.
+    cors: IPreflight | None = None
+
+    def render(self, request: server.Request) -> bytes | int:
+        if request.postpath:
+            answer = refuse(request, 404, "not_found", "no such resource")
+        elif (
+            request.method == b"OPTIONS"
+            and self.cors is not None
+            and self.cors.preflight(request, self.allowed)
+        ):
+            request.finish()
+            return NOT_DONE_YET
+        elif request.method not in self.allowed:
+            answer = refuse(
+                request,
+                405,
+                "method_not_allowed",
+                "this resource does not answer that method",
+                {b"Allow": b", ".join(self.allowed)},
+            )
+        else:
+            rendered: bytes | int = super().render(request)
+            return rendered
+        return b"" if request.method == b"HEAD" else answer
+
+
+class Container(Resource):
+    """A plain, non-leaf resource that only holds children."""
+
+    def render(self, request: server.Request) -> bytes:
+        return refuse(request, 404, "not_found", "no such resource")
+
+    def getChild(self, path: bytes, request: server.Request) -> Resource:
+        return NotFound()
+
+
+class NotFound(Resource):
+    isLeaf = True
+
+    def render(self, request: server.Request) -> bytes:
+        return refuse(request, 404, "not_found", "no such resource")
+
+
+def container(parent: Resource, name: bytes) -> Resource:
+    child = parent.children.get(name)
+    if child is None:
+        child = Container()
+        parent.putChild(name, child)
+    return child
+
+
+__all__ = [
+    "CORS_EXPOSED_HEADERS",
+    "CORS_MAX_AGE",
+    "CORS_REQUEST_HEADERS",
+    "JSON_TYPE",
+    "MAX_HEAD",
+    "MAX_HEADERS",
+    "REASONS",
+    "ConnectionRefusal",
+    "Container",
+    "IPreflight",
+    "MethodsResource",
+    "NotFound",
+    "connection_tokens",
+    "container",
+    "error_body",
+    "framing_problem",
+    "is_json_media_type",
+    "reason_phrase",
+    "refuse",
+    "refuse_connection",
+    "refuse_slow",
+]
