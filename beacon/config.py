@@ -383,20 +383,27 @@ def build_config(
 def _check_loopback_tcp(description: str) -> None:
     """
     Check that an endpoint string listens on TCP on loopback only, reading
-    it the way Twisted's endpoint parser does (escapes, last keyword wins).
+    it as Twisted does: the string is parsed by C{serverFromString} and
+    listened with on a L{MemoryReactor}, which records what it would bind.
 
     @raise ConfigError: It does not.
     """
-    # _parse is the tokenizer serverFromString itself uses; reading the
-    # string any other way could disagree with what Twisted binds.
-    from twisted.internet.endpoints import _parse
+    from twisted.internet.endpoints import TCP4ServerEndpoint, serverFromString
+    from twisted.internet.protocol import Factory
+    from twisted.internet.testing import MemoryReactor
 
+    reactor = MemoryReactor()
     try:
-        args, kwargs = _parse(description)
+        endpoint = serverFromString(reactor, description)
+        endpoint.listen(Factory())
     except Exception:
         raise ConfigError(f"[operator] http {description!r} is not an endpoint") from None
-    interface = kwargs.get("interface", "")
-    if not args or args[0] != "tcp" or interface not in ("127.0.0.1", "::1", "localhost"):
+    bound = reactor.tcpServers
+    if (
+        not isinstance(endpoint, TCP4ServerEndpoint)
+        or len(bound) != 1
+        or bound[0][3] not in ("127.0.0.1", "::1", "localhost")
+    ):
         raise ConfigError(
             "[operator] http must be a tcp: endpoint on loopback, for example "
             '"tcp:0:interface=127.0.0.1"'
