@@ -71,6 +71,7 @@ from beacon.client._select import (
 )
 from beacon.client._sse import DEFAULT_MAX_EVENT, EventTooLarge, SSEReader
 from beacon.client._stream import EventStream
+from beacon.client._transport import Deadline
 from beacon.client._websocket import DEFAULT_MAX_MESSAGE
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "AgentProvider",
     "AgentSkill",
     "ClientError",
+    "Deadline",
     "Discovery",
     "EventStream",
     "EventTooLarge",

@@ -41,6 +41,7 @@ from beacon.protocol._jsonrpc import RPCRequest, dumps, loads, parse_request
 from beacon.protocol._types import (
     Message,
     Part,
+    TASK_STATES,
     SendMessageRequest,
     format_timestamp,
     parse_timestamp,
@@ -75,6 +76,7 @@ __all__ = [
     "PushNotificationNotSupportedError",
     "RPCRequest",
     "SendMessageRequest",
+    "TASK_STATES",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnsupportedOperationError",
