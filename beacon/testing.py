@@ -11,18 +11,20 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from beacon.store._interface import (
+from beacon.store import (
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
     StoredTask,
     StoreError,
     StoreEvent,
+    StoreListeners,
     Submission,
     TaskPage,
     TaskStatusRecord,
+    check_decision_state,
+    check_limit,
 )
-from beacon.store._sqlite import Listeners, check_decision_state, check_limit
 
 __all__ = ["MemoryStore"]
 
@@ -50,7 +52,7 @@ class MemoryStore:
         # as (state, at_ms, note) once it has one.
         self._seq: dict[str, int] = {}
         self._decisions: dict[str, tuple[str, int, str | None]] = {}
-        self._listeners = Listeners(self.log)
+        self._listeners = StoreListeners(self.log)
 
     def append(self, submission: Submission) -> Deferred[None]:
         """

@@ -1437,10 +1437,11 @@ def test_listening_follows_subscriptions() -> None:
     A store's listeners say whether anyone listens (a batch makes no events
     for nobody), through every subscribe and unsubscribe.
     """
-    from beacon.store._threaded import Listeners
     from twisted.logger import Logger
 
-    listeners = Listeners(Logger())
+    from beacon.store import StoreListeners
+
+    listeners = StoreListeners(Logger())
     assert not listeners.listening
     first = listeners.subscribe(lambda event: None)
     second = listeners.subscribe(lambda event: None)

@@ -14,7 +14,10 @@ from beacon.store._interface import (
     TaskPage,
     Submission,
     TaskStatusRecord,
+    check_decision_state,
+    check_limit,
 )
+from beacon.store._listeners import StoreListeners
 from beacon.store._migrate import (
     SchemaStatus,
     StoreURL,
@@ -32,6 +35,7 @@ __all__ = [
     "AlreadyDecided",
     "StoredTask",
     "StoreEvent",
+    "StoreListeners",
     "TaskPage",
     "ISubmissionStore",
     "PostgreSQLStore",
@@ -50,4 +54,6 @@ __all__ = [
     "StoreError",
     "Submission",
     "TaskStatusRecord",
+    "check_decision_state",
+    "check_limit",
 ]

@@ -5,7 +5,8 @@ in-memory fake in L{beacon.testing}) promises.
 The store is append-only. A submission row is written once and never changed;
 facts about it (review decisions) are appended as events, and a task's state is
 derived from its newest event. Every method returns a L{Deferred}; no backend
-may block the reactor thread.
+may block the reactor thread. L{check_decision_state} and L{check_limit} are
+the argument checks every backend makes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from zope.interface import Interface
 STATE_SUBMITTED = "TASK_STATE_SUBMITTED"
 STATE_COMPLETED = "TASK_STATE_COMPLETED"
 STATE_REJECTED = "TASK_STATE_REJECTED"
+
+#: The states a review decision may set.
+DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
 
 
 @dataclass(frozen=True)
@@ -198,3 +202,26 @@ class ISubmissionStore(Interface):
         @return: A L{Deferred} that fires with the L{TaskStatusRecord}, or
             with L{None} when no submission has that id.
         """
+
+
+def check_decision_state(state: str) -> None:
+    """
+    Refuse a decision state other than L{STATE_COMPLETED} or
+    L{STATE_REJECTED}.
+
+    @raises ValueError: If C{state} is any other value.
+    """
+    if state not in DECISION_STATES:
+        raise ValueError(
+            f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
+        )
+
+
+def check_limit(limit: int) -> None:
+    """
+    Refuse a page size below one.
+
+    @raises ValueError: If C{limit} is less than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")

@@ -79,19 +79,13 @@ from beacon.store._interface import (
     Submission,
     TaskPage,
 )
-from beacon.store._threaded import (
-    ThreadedStore,
-    _Decision,
-    _Outcome,
-    _page,
-    _row,
-    _task,
-    _Write,
-    select_status,
-    select_task,
-)
+from beacon.store._sql import Dialect, page_of, row_of, task_of
+from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 _T = TypeVar("_T")
+
+#: PostgreSQL's spelling of the queries the backends share.
+DIALECT = Dialect(mark="%s", true="TRUE", subquery_alias=" AS keys", row_values=True)
 
 #: The channel every instance listens on and notifies.
 CHANNEL = "beacon_events"
@@ -227,9 +221,6 @@ _INSERT_DECISION = """
     ON CONFLICT (submission_id) DO NOTHING
     RETURNING seq
 """
-
-_SELECT_STATUS = select_status("%s")
-_SELECT_TASK = select_task("%s")
 
 # The newest committed write; the listening thread starts after it.
 _SELECT_LAST_SEQ = """
@@ -567,7 +558,11 @@ class PostgreSQLStore(ThreadedStore):
         @raises StoreError: If C{url} is not a libpq URL.
         """
         super().__init__(
-            reactor, max_batch=max_batch, readers=pool_size, readers_name="pool_size"
+            reactor,
+            dialect=DIALECT,
+            max_batch=max_batch,
+            readers=pool_size,
+            readers_name="pool_size",
         )
         self.url = redact(url)
         self._conninfo = conninfo(url)
@@ -655,16 +650,6 @@ class PostgreSQLStore(ThreadedStore):
     # ThreadedStore's hooks not defined further down.
 
     _location_key = "url"
-    _SELECT_TASK = _SELECT_TASK
-    _SELECT_STATUS = _SELECT_STATUS
-    _MARK = "%s"
-    _TRUE = "TRUE"
-    _SUBQUERY_ALIAS = " AS keys"
-    _AFTER_CURSOR = "(updated_at_ms, seq) < (%s, %s)"
-
-    @staticmethod
-    def _after_params(after: tuple[int, int]) -> list[object]:
-        return [after[0], after[1]]
 
     @property
     def _location(self) -> str:
@@ -885,7 +870,7 @@ class PostgreSQLStore(ThreadedStore):
                     if isinstance(write, Submission):
                         row = connection.execute(
                             _INSERT_SUBMISSION,
-                            _row(write),
+                            row_of(write),
                         ).fetchone()
                         assert row is not None
                         payloads.append(f"submitted {row[0]} {write.id}")
@@ -936,9 +921,11 @@ class PostgreSQLStore(ThreadedStore):
             if decided is not None and decided[0]:
                 return AlreadyDecided("the submission already has a decision"), None
             return None, None
-        task = connection.execute(_SELECT_TASK, (decision.receipt_id,)).fetchone()
+        task = connection.execute(
+            DIALECT.select_task, (decision.receipt_id,)
+        ).fetchone()
         assert task is not None
-        return _task(task), int(row[0])
+        return task_of(task), int(row[0])
 
     # The reader threads.
 
@@ -977,14 +964,14 @@ class PostgreSQLStore(ThreadedStore):
         One page of L{list_tasks} and its total, in one C{REPEATABLE READ}
         transaction (the reader connections' isolation), so they agree.
         """
-        count, params, page, page_params = self._page_queries(
+        count, params, page, page_params = self._dialect.page_queries(
             limit, state, updated_after_ms, context_id, after
         )
         with connection.transaction():
             counted = connection.execute(count, params).fetchone()
             rows = connection.execute(page, page_params).fetchall()
         total = int(counted[0]) if counted else 0
-        return _page(rows, limit, total)
+        return page_of(rows, limit, total)
 
     # The listening thread.
 

@@ -48,37 +48,21 @@ from beacon.store._interface import (
     Submission,
     TaskPage,
 )
-from beacon.store._threaded import (
-    DECISION_STATES,
-    Listeners,
-    ThreadedStore,
-    _Decision,
-    _Outcome,
-    _Row,
-    _page,
-    _row,
-    _task,
-    _Write,
-    check_decision_state,
-    check_limit,
-    select_status,
-    select_task,
-)
+from beacon.store._sql import Dialect, Row, page_of, row_of, task_of
+from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
-# Listeners, check_limit, check_decision_state and DECISION_STATES lived
-# here before the backends shared them; they are still importable from here.
 __all__ = [
     "BUSY_TIMEOUT_MS",
-    "DECISION_STATES",
+    "DIALECT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "Listeners",
     "SQLiteStore",
-    "check_decision_state",
-    "check_limit",
 ]
 
 _T = TypeVar("_T")
+
+#: SQLite's spelling of the queries the backends share.
+DIALECT = Dialect(mark="?", true="1", subquery_alias="", row_values=False)
 
 #: How long a connection waits for a lock held by another connection (or
 #: another process on the same file) before failing, in milliseconds.
@@ -162,7 +146,7 @@ def _insert_rows(count: int) -> str:
     return _INSERT_SUBMISSION + ", (?, ?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
 
 
-def _insert_submissions(connection: sqlite3.Connection, rows: list[_Row]) -> None:
+def _insert_submissions(connection: sqlite3.Connection, rows: list[Row]) -> None:
     """
     Insert C{rows} (and empty the list) with as few statements as possible:
     every statement is a step on the writer thread that lets go of the GIL,
@@ -180,9 +164,6 @@ def _insert_submissions(connection: sqlite3.Connection, rows: list[_Row]) -> Non
 _INSERT_DECISION = """
     INSERT INTO events (submission_id, state, at_ms, note) VALUES (?, ?, ?, ?)
 """
-
-_SELECT_STATUS = select_status("?")
-_SELECT_TASK = select_task("?")
 
 
 @implementer(ISubmissionStore)
@@ -219,7 +200,11 @@ class SQLiteStore(ThreadedStore):
         @raises ValueError: If C{max_batch} or C{readers} is less than 1.
         """
         super().__init__(
-            reactor, max_batch=max_batch, readers=readers, readers_name="readers"
+            reactor,
+            dialect=DIALECT,
+            max_batch=max_batch,
+            readers=readers,
+            readers_name="readers",
         )
         self.path: str = path.path if isinstance(path, FilePath) else path
 
@@ -259,16 +244,6 @@ class SQLiteStore(ThreadedStore):
     # ThreadedStore's hooks not defined further down.
 
     _location_key = "path"
-    _SELECT_TASK = _SELECT_TASK
-    _SELECT_STATUS = _SELECT_STATUS
-    _MARK = "?"
-    _TRUE = "1"
-    _SUBQUERY_ALIAS = ""
-    _AFTER_CURSOR = "(updated_at_ms < ? OR (updated_at_ms = ? AND seq < ?))"
-
-    @staticmethod
-    def _after_params(after: tuple[int, int]) -> list[object]:
-        return [after[0], after[0], after[1]]
 
     @property
     def _location(self) -> str:
@@ -418,10 +393,10 @@ class SQLiteStore(ThreadedStore):
             connection.execute("BEGIN IMMEDIATE")
             try:
                 outcomes: list[_Outcome] = []
-                rows: list[_Row] = []
+                rows: list[Row] = []
                 for write in writes:
                     if isinstance(write, Submission):
-                        rows.append(_row(write))
+                        rows.append(row_of(write))
                         outcomes.append(None)
                     else:
                         _insert_submissions(connection, rows)
@@ -468,8 +443,10 @@ class SQLiteStore(ThreadedStore):
             if not known:
                 return None
             raise
-        row = connection.execute(_SELECT_TASK, (decision.receipt_id,)).fetchone()
-        return _task(row)
+        row = connection.execute(
+            DIALECT.select_task, (decision.receipt_id,)
+        ).fetchone()
+        return task_of(row)
 
     def _on_reader(self, f: Callable[..., _T], *args: object) -> _T:
         """
@@ -496,7 +473,7 @@ class SQLiteStore(ThreadedStore):
         """
         One page of L{list_tasks} and its total, in one read transaction.
         """
-        count, params, page, page_params = self._page_queries(
+        count, params, page, page_params = self._dialect.page_queries(
             limit, state, updated_after_ms, context_id, after
         )
         connection.execute("BEGIN")
@@ -508,7 +485,7 @@ class SQLiteStore(ThreadedStore):
                 connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
-        return _page(rows, limit, total)
+        return page_of(rows, limit, total)
 
     def _read_pragmas(self) -> dict[str, Any]:
         """

@@ -13,7 +13,8 @@ threads (L{beacon.store._workers.Workers}), never on the reactor thread:
   - reader threads, each with its own connection.
 
 L{ThreadedStore} holds that queue, the read path and the stop sequence;
-a backend supplies its connections, its SQL and these hooks:
+a backend supplies its connections, its SQL dialect (L{beacon.store._sql},
+where the queries both backends share are written) and these hooks:
 
   - L{ThreadedStore._write_batch} (on the writer thread): write a batch in
     one transaction and say what became of each write;
@@ -24,17 +25,12 @@ a backend supplies its connections, its SQL and these hooks:
     committed batch (whether the batch tells the listeners itself,
     L{ThreadedStore._events_wanted}), and what happens
     before and after the pool connections are closed at stop.
-
-This module also holds the helpers every backend (and the in-memory test
-store) uses: L{Listeners}, L{check_limit}, L{check_decision_state}, and the
-mapping of rows to L{StoredTask}s, L{TaskStatusRecord}s and L{TaskPage}s.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
 from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union, cast
 
 from twisted.application.service import Service
@@ -44,9 +40,6 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from beacon.store._interface import (
-    STATE_COMPLETED,
-    STATE_REJECTED,
-    STATE_SUBMITTED,
     AlreadyDecided,
     StoredTask,
     StoreError,
@@ -54,64 +47,14 @@ from beacon.store._interface import (
     Submission,
     TaskPage,
     TaskStatusRecord,
+    check_decision_state,
+    check_limit,
 )
+from beacon.store._listeners import StoreListeners
+from beacon.store._sql import Dialect, status_of, task_of
 from beacon.store._workers import Workers
 
 _T = TypeVar("_T")
-
-#: The states a review decision may set.
-DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
-
-# Everything about a task, in the order L{_task} reads it (both backends'
-# SQL reads it so).
-TASK_COLUMNS = """
-    s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
-    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note
-"""
-
-# Every task's sort and filter keys, without its content: list_tasks filters,
-# counts and orders these, then reads whole rows for one page only.
-TASK_KEYS = f"""
-    SELECT
-        s.seq AS seq,
-        s.context_id AS context_id,
-        COALESCE(e.state, '{STATE_SUBMITTED}') AS state,
-        COALESCE(e.at_ms, s.received_at_ms) AS updated_at_ms
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-"""
-
-
-
-def select_task(mark: str) -> str:
-    """
-    The query for everything about one task (L{TASK_COLUMNS}), its one
-    parameter (written C{mark}) the task's id.
-    """
-    return f"""
-    SELECT {TASK_COLUMNS}
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-    WHERE s.id = {mark}
-"""
-
-
-def select_status(mark: str) -> str:
-    """
-    The query for one task's status row (see L{_status}), its one parameter
-    (written C{mark}) the task's id. A task's state is the state of its
-    decision, or submitted as of its receipt when it has none (the unique
-    index allows at most one event).
-    """
-    return f"""
-    SELECT s.id, s.context_id, s.received_at_ms, e.state, e.at_ms
-    FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
-    WHERE s.id = {mark}
-"""
-
-
-_Row = tuple[str, str, int, str, str, str, str, bytes, str]
 
 
 class _Decision(NamedTuple):
@@ -131,190 +74,6 @@ class _Decision(NamedTuple):
 #: unknown id, or L{AlreadyDecided}.
 _Write = Union[Submission, _Decision]
 _Outcome = Union[StoredTask, AlreadyDecided, None]
-
-
-def _row(submission: Submission) -> _Row:
-    """
-    The C{submissions} row for C{submission}, in C{_INSERT_SUBMISSION} order.
-    """
-    return (
-        submission.id,
-        submission.context_id,
-        submission.received_at_ms,
-        submission.door,
-        submission.source,
-        submission.kind,
-        submission.message_id,
-        submission.content,
-        submission.sha256,
-    )
-
-
-def _task(row: tuple[Any, ...]) -> StoredTask:
-    """
-    The L{StoredTask} of a row of L{TASK_COLUMNS}.
-    """
-    (
-        seq,
-        id_,
-        context_id,
-        received_at_ms,
-        door,
-        source,
-        kind,
-        message_id,
-        content,
-        sha256,
-        state,
-        at_ms,
-        note,
-    ) = row
-    submission = Submission(
-        id=id_,
-        context_id=context_id,
-        received_at_ms=received_at_ms,
-        door=door,
-        source=source,
-        kind=kind,
-        message_id=message_id,
-        content=bytes(content),
-        sha256=sha256,
-    )
-    if state is None:
-        return StoredTask(
-            submission=submission,
-            state=STATE_SUBMITTED,
-            updated_at_ms=received_at_ms,
-            note=None,
-            seq=seq,
-        )
-    return StoredTask(
-        submission=submission, state=state, updated_at_ms=at_ms, note=note, seq=seq
-    )
-
-
-def _status(row: tuple[Any, ...]) -> TaskStatusRecord:
-    """
-    The L{TaskStatusRecord} of a row of C{(id, context_id, received_at_ms,
-    state, at_ms)}, the last two L{None} for an undecided task.
-    """
-    id_, context_id, received_at_ms, state, at_ms = row
-    if state is None:
-        return TaskStatusRecord(
-            id=id_,
-            context_id=context_id,
-            state=STATE_SUBMITTED,
-            updated_at_ms=received_at_ms,
-        )
-    return TaskStatusRecord(
-        id=id_, context_id=context_id, state=state, updated_at_ms=at_ms
-    )
-
-
-def _page(rows: list[Any], limit: int, total: int) -> TaskPage:
-    """
-    The L{TaskPage} of up to C{limit + 1} rows of L{TASK_COLUMNS} (one more
-    than asked for tells whether another page follows).
-    """
-    tasks = [_task(row) for row in rows[:limit]]
-    next_after = None
-    if len(rows) > limit:
-        next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
-    return TaskPage(tasks=tasks, total=total, next_after=next_after)
-
-
-def check_decision_state(state: str) -> None:
-    """
-    Refuse a decision state other than L{STATE_COMPLETED} or
-    L{STATE_REJECTED}.
-
-    @raises ValueError: If C{state} is any other value.
-    """
-    if state not in DECISION_STATES:
-        raise ValueError(
-            f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
-        )
-
-
-def check_limit(limit: int) -> None:
-    """
-    Refuse a page size below one.
-
-    @raises ValueError: If C{limit} is less than 1.
-    """
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, not {limit}")
-
-
-class Listeners:
-    """
-    A store's listeners (L{ISubmissionStore.subscribe}), shared by the
-    backends.
-
-    Events are delivered one at a time, in the order they were handed to
-    L{notify}, to every listener in subscription order. An event handed over
-    while listeners are being called (a listener wrote to a store that
-    answers synchronously) waits for the events before it, so commit order
-    holds. A listener that raises is logged as C{store.listener_failed} and
-    the others are still called.
-    """
-
-    def __init__(self, log: Logger) -> None:
-        """
-        @param log: Where listener failures are logged.
-        """
-        self._log = log
-        self._listeners: dict[object, Callable[[StoreEvent], None]] = {}
-        self._queue: deque[StoreEvent] = deque()
-        self._notifying = False
-
-    @property
-    def listening(self) -> bool:
-        """
-        Whether anyone listens (events nobody hears need not be made).
-        """
-        return bool(self._listeners)
-
-    def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
-        """
-        Add C{listener}; the same callable subscribed twice is called twice.
-
-        @return: A function that removes this subscription; calling it again
-            does nothing.
-        """
-        key = object()
-        self._listeners[key] = listener
-
-        def unsubscribe() -> None:
-            self._listeners.pop(key, None)
-
-        return unsubscribe
-
-    def notify(self, events: Iterable[StoreEvent]) -> None:
-        """
-        Call every listener with each of C{events}, in order.
-        """
-        self._queue.extend(events)
-        if self._notifying:
-            return
-        self._notifying = True
-        try:
-            while self._queue:
-                event = self._queue.popleft()
-                for key, listener in list(self._listeners.items()):
-                    # An earlier listener may have unsubscribed this one.
-                    if key not in self._listeners:
-                        continue
-                    try:
-                        listener(event)
-                    except Exception:
-                        self._log.failure(
-                            "store.listener_failed: a store listener failed"
-                            " on a {kind} event",
-                            kind=event.kind,
-                        )
-        finally:
-            self._notifying = False
 
 
 class ThreadedStore(Service):
@@ -340,12 +99,14 @@ class ThreadedStore(Service):
         self,
         reactor: IReactorFromThreads,
         *,
+        dialect: Dialect,
         max_batch: int,
         readers: int,
         readers_name: str,
     ) -> None:
         """
         @param reactor: The reactor that receives the threads' results.
+        @param dialect: How the backend's SQL spells the shared queries.
         @param max_batch: The most writes (submissions and decisions) in
             one transaction.
         @param readers: The number of reader threads (and connections).
@@ -358,6 +119,7 @@ class ThreadedStore(Service):
         if readers < 1:
             raise ValueError(f"{readers_name} must be at least 1, not {readers}")
         self._reactor = reactor
+        self._dialect = dialect
         self._max_batch = max_batch
         self._readers = readers
         self.transactions = 0
@@ -369,7 +131,7 @@ class ThreadedStore(Service):
         self._working = 0
         self._idle_waiters: list[Deferred[None]] = []
         self._closed_waiters: list[Deferred[None]] = []
-        self._listeners = Listeners(self.log)
+        self._listeners = StoreListeners(self.log)
         self._writer_pool: Workers | None = None
         self._reader_pool: Workers | None = None
         # Each pool thread opens its own connection on first use (a backend
@@ -666,17 +428,12 @@ class ThreadedStore(Service):
 
     # The read functions (on a reader thread, given its connection).
 
-    #: The backend's query for one task's L{TASK_COLUMNS}, and for its
-    #: status row (see L{_status}), each with one parameter: its id.
-    _SELECT_TASK: ClassVar[str]
-    _SELECT_STATUS: ClassVar[str]
-
     def _select_task(self, connection: Any, receipt_id: str) -> StoredTask | None:
         """
         Everything about C{receipt_id}, in one query.
         """
-        row = connection.execute(self._SELECT_TASK, (receipt_id,)).fetchone()
-        return None if row is None else _task(row)
+        row = connection.execute(self._dialect.select_task, (receipt_id,)).fetchone()
+        return None if row is None else task_of(row)
 
     def _select_status(
         self, connection: Any, receipt_id: str
@@ -684,8 +441,8 @@ class ThreadedStore(Service):
         """
         The status of C{receipt_id}, in one query.
         """
-        row = connection.execute(self._SELECT_STATUS, (receipt_id,)).fetchone()
-        return None if row is None else _status(row)
+        row = connection.execute(self._dialect.select_status, (receipt_id,)).fetchone()
+        return None if row is None else status_of(row)
 
     def _select_page(
         self,
@@ -698,73 +455,9 @@ class ThreadedStore(Service):
     ) -> TaskPage:
         """
         One page of L{list_tasks} and its total, in one read transaction
-        (see L{_page_queries}).
+        (see L{Dialect.page_queries}).
         """
         raise NotImplementedError()
-
-    #: The backend's SQL dialect for L{_page_queries}: its parameter mark,
-    #: its always-true condition, what follows a subquery in C{FROM} (an
-    #: alias, if it needs one), and its condition for "strictly after
-    #: C{(updated_at_ms, seq)}" with its parameters for a cursor.
-    _MARK: ClassVar[str]
-    _TRUE: ClassVar[str]
-    _SUBQUERY_ALIAS: ClassVar[str]
-    _AFTER_CURSOR: ClassVar[str]
-
-    @staticmethod
-    def _after_params(after: tuple[int, int]) -> list[object]:
-        """
-        The parameters of L{_AFTER_CURSOR} for the cursor C{after}.
-        """
-        raise NotImplementedError()
-
-    def _page_queries(
-        self,
-        limit: int,
-        state: str | None,
-        updated_after_ms: int | None,
-        context_id: str | None,
-        after: tuple[int, int] | None,
-    ) -> tuple[str, list[object], str, list[object]]:
-        """
-        The queries of one page of L{list_tasks}: the count of every task
-        the filters keep, and the page itself (one row more than asked for
-        tells whether another page follows), each with its parameters.
-        """
-        mark = self._MARK
-        conditions: list[str] = []
-        params: list[object] = []
-        if state is not None:
-            conditions.append(f"state = {mark}")
-            params.append(state)
-        if updated_after_ms is not None:
-            conditions.append(f"updated_at_ms >= {mark}")
-            params.append(updated_after_ms)
-        if context_id is not None:
-            conditions.append(f"context_id = {mark}")
-            params.append(context_id)
-        filters = " AND ".join(conditions) or self._TRUE
-        page_filters, page_params = filters, list(params)
-        if after is not None:
-            # Strictly after the cursor in (updated_at_ms DESC, seq DESC).
-            page_filters += f" AND {self._AFTER_CURSOR}"
-            page_params += self._after_params(after)
-        keys = f"({TASK_KEYS}){self._SUBQUERY_ALIAS}"
-        count = f"SELECT COUNT(*) FROM {keys} WHERE {filters}"
-        page = f"""
-                WITH page AS (
-                    SELECT seq, updated_at_ms FROM {keys}
-                    WHERE {page_filters}
-                    ORDER BY updated_at_ms DESC, seq DESC
-                    LIMIT {mark}
-                )
-                SELECT {TASK_COLUMNS}
-                FROM page
-                JOIN submissions AS s ON s.seq = page.seq
-                LEFT JOIN events AS e ON e.submission_id = s.id
-                ORDER BY page.updated_at_ms DESC, page.seq DESC
-                """
-        return count, params, page, [*page_params, limit + 1]
 
     # The reactor side of group commit.
 
