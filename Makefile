@@ -29,8 +29,16 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/twistd -n beacon $(ARGS)
 
+# The whole suite, then the HTTP and WebSocket suites again with the direct
+# channel off (twisted.web answering every request), so that both of
+# Beacon's HTTP paths are held to the same tests.
+TWISTED_WEB_SUITES := tests/test_http.py tests/test_native.py tests/test_auth.py \
+	tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
+	tests/test_websocket*.py
+
 test: $(TEST_STAMP) postgres
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)
 
 # The store suite also runs on PostgreSQL (127.0.0.1:5432, user postgres):
 # start the local cluster if it is installed but stopped. Without one the

@@ -83,6 +83,9 @@ class Config:
     @ivar public_url: The base URL the card advertises, without a trailing
         slash; None to derive it from the first HTTP listener once bound.
     @ivar access_log: Whether the public listeners log a line per request.
+    @ivar direct: Whether the public listeners answer plain requests to
+        Beacon's own resources on the direct channel (see
+        L{beacon.bindings._direct}); False: twisted.web serves every request.
     @ivar cors_origins: The web origins whose pages may call the RPC
         endpoints (C{POST /a2a/v1}, the native submit) through CORS; empty:
         none (the discovery documents are open to every origin regardless).
@@ -107,6 +110,7 @@ class Config:
     http: tuple[str, ...] = DEFAULT_HTTP
     public_url: str | None = None
     access_log: bool = False
+    direct: bool = True
     cors_origins: tuple[str, ...] = ()
     card: CardText = field(default_factory=CardText)
     limits: Limits = field(default_factory=Limits)
@@ -135,7 +139,7 @@ class Config:
 
 
 _SECTIONS: dict[str, set[str]] = {
-    "server": {"data", "http", "public_url", "access_log", "cors_origins"},
+    "server": {"data", "http", "public_url", "access_log", "cors_origins", "direct"},
     "card": {
         "name",
         "description",
@@ -309,6 +313,8 @@ def build_config(
         config = replace(
             config, public_url=_typed("server", "public_url", server["public_url"], str)
         )
+    if "direct" in server:
+        config = replace(config, direct=_typed("server", "direct", server["direct"], bool))
     if "cors_origins" in server:
         config = replace(
             config, cors_origins=_strings("server", "cors_origins", server["cors_origins"])

@@ -607,6 +607,7 @@ def makeService(config: Config, reactor: Any) -> AllOrNothing:
     site = BeaconSite(
         beacon.mount(Container()),
         access_log=config.access_log,
+        direct=config.direct,
         clock=reactor,
         **config.limits.site_options(),
     )

@@ -87,3 +87,25 @@ def logged_events() -> Iterator[LoggedEvents]:
                 f"{len(unexpected)} failure(s) logged during the test; first:\n"
                 f"{first.getTraceback()}"
             )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--http-path",
+        choices=("direct", "twisted.web"),
+        default="direct",
+        help="the path BeaconSites answer plain requests on: the direct channel "
+        "(the default, as Beacon runs) or twisted.web alone (its off switch); "
+        "make test runs the HTTP and WebSocket suites both ways",
+    )
+
+
+@pytest.fixture(autouse=True)
+def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The --http-path of this run: with twisted.web, no BeaconSite answers directly."""
+    path: str = request.config.getoption("--http-path")
+    if path == "twisted.web":
+        from beacon.bindings.http import BeaconSite
+
+        monkeypatch.setattr(BeaconSite, "direct_default", False)
+    return path

@@ -403,22 +403,29 @@ def test_a_closing_connection_that_does_not_drain_is_aborted() -> None:
     assert aborted == [True]
 
 
-def test_routes_only_through_plain_children() -> None:
-    """Direct routing follows children dictionaries only, and never past a resource that routes itself."""
+def test_routes_only_through_beacons_containers() -> None:
+    """Direct routing follows the children of Beacon's own Containers only: never through another resource, nor a Container subclass (either may route itself)."""
 
     class Gate(Resource):
         def getChildWithDefault(self, path: bytes, request: Any) -> Any:
             return Resource()
 
-    root = Resource()
+    class Routing(Container):
+        pass
+
+    root = Container()
     fast = Fast()
-    gate = Gate()
-    gate.putChild(b"fast", fast)
-    root.putChild(b"gate", gate)
+    for name, parent in [(b"gate", Gate()), (b"resource", Resource()), (b"routing", Routing()), (b"box", Container())]:
+        parent.putChild(b"fast", fast)
+        root.putChild(name, parent)
     root.putChild(b"fast", fast)
     root.putChild(b"plain", Resource())
     assert direct_resource(root, b"/fast") is fast
+    assert direct_resource(root, b"/box/fast") is fast
     assert direct_resource(root, b"/gate/fast") is None
+    assert direct_resource(root, b"/resource/fast") is None
+    assert direct_resource(root, b"/routing/fast") is None
+    assert direct_resource(Resource(), b"/fast") is None
     assert direct_resource(root, b"/plain") is None
     assert direct_resource(root, b"/fast/more") is None
     assert direct_resource(root, b"/") is None

@@ -26,6 +26,7 @@ from beacon.bindings.http import (
     TransportLimits,
     public_resources,
 )
+from beacon.bindings._direct import DirectChannel
 from beacon.bindings.limits import RateLimiter, SourceResolver
 from beacon.intake import CardText, PublicPolicy, public_card, schema_validator
 from beacon.protocol import Dispatcher
@@ -410,7 +411,9 @@ def test_chunked_body_over_cap_is_refused_while_it_arrives(beacon: Beacon) -> No
     for _ in range(2):
         channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n")
     assert transport.value() == b""
-    request = channel.http.requests[-1]
+    # On the direct channel, handed over at the chunked request.
+    web = channel.http if isinstance(channel, DirectChannel) else channel
+    request = web.requests[-1]
     channel.dataReceived(b"3e8\r\n" + chunk + b"\r\n" + b"0\r\n\r\n")
     raw = transport.value()
     assert status_of(raw) == 413

@@ -359,3 +359,59 @@ def test_websocket_refusals_have_their_reason_phrases() -> None:
     assert set(_STATUS) == set(phrases)
     for code, phrase in phrases.items():
         assert Refusal(code, "m").response().startswith(b"HTTP/1.1 %d %s\r\n" % (code, phrase))
+
+
+@BOTH
+def test_a_request_line_arriving_behind_an_answered_request_is_timed(direct: bool) -> None:
+    """A whole request, then the start of another in the same read: the second's head has header_timeout (10 s) to arrive, then 408 and close; a whole request alone leaves no deadline behind."""
+    server = Server(direct=direct)
+    channel, transport = server.connect()
+    channel.dataReceived(request(b"GET", CARD, b"Host: x\r\n"))
+    assert [c for c in server.clock.getDelayedCalls() if c.getTime() - server.clock.seconds() == 10] == []
+    channel.dataReceived(request(b"GET", CARD, b"Host: x\r\n") + b"GET /.well-kn")
+    assert status(transport.value())[0] == 200
+    server.clock.advance(9.9)
+    assert not transport.disconnecting
+    server.clock.advance(0.2)
+    answers = re.findall(rb"HTTP/1.1 (\d+)", transport.value())
+    assert answers == [b"200", b"200", b"408"]
+    assert transport.disconnecting
+
+
+def test_both_requests_provide_the_direct_request_interface() -> None:
+    """What a direct resource's render gets provides IDirectRequest, on either path: the interface is checked, not a marker."""
+    from twisted.web.resource import Resource
+    from zope.interface import implementer
+    from zope.interface.verify import verifyObject
+
+    from beacon.bindings._edge import Container
+    from beacon.bindings.http import BeaconSite, IDirectRequest, IDirectResource
+
+    seen: list[Any] = []
+
+    @implementer(IDirectResource)
+    class Recording(Resource):
+        isLeaf = True
+
+        def render_GET(self, request: Any) -> bytes:
+            seen.append(request)
+            return b"ok"
+
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from test_direct import PEER
+
+    for direct in (True, False):
+        root = Container()
+        root.putChild(b"r", Recording())
+        site = BeaconSite(root, clock=Clock(), direct=direct)
+        channel = site.buildProtocol(PEER)
+        channel.makeConnection(StringTransport(peerAddress=PEER))
+        channel.dataReceived(b"GET /r?a=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert len(seen) == 2
+    assert type(seen[0]).__name__ == "DirectRequest"
+    assert type(seen[1]).__name__ == "LimitedRequest"
+    for request in seen:
+        assert verifyObject(IDirectRequest, request)
+        assert request.args == {b"a": [b"1"]}

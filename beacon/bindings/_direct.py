@@ -15,19 +15,22 @@ renders the addressed resource itself, with a L{DirectRequest}:
     - there is exactly one C{Host} line and no C{Transfer-Encoding},
       C{Expect} or C{Upgrade}; a POST declares one C{Content-Length}
       within the site's C{max_body}, a GET or HEAD none (or 0);
-    - the path leads through the C{children} of plain resources (whose
-      C{getChildWithDefault} is L{Resource}'s own) to a resource that
-      provides L{IDirectResource}.
+    - the path leads through Beacon's own L{Container}s (whose children
+      are in C{children} and nowhere else) to a resource that provides
+      L{IDirectResource}: one whose C{render} takes any L{IDirectRequest}.
 
 Anything else, from the first request that is not plain onwards, is
 handed over: the connection's bytes go to twisted.web's L{HTTPChannel}
 (with L{BeaconSite}'s limits and deadlines), which decides and answers as
 it always has: every request whose framing headers are missing, repeated
 or unusual is decided there, by one code path. The hand-over waits for a
-request in flight, so answers keep their order. What the direct channel answers is what twisted.web
-would answer for the same request, header for header (the C{Date}
-excepted, which it takes from the site's clock): a test sends the same
-requests both ways and compares the bytes.
+request in flight, so answers keep their order. What the direct channel
+answers is what twisted.web would answer for the same request, header for
+header (the C{Date} excepted, which it takes from the site's clock): a test
+sends the same requests both ways and compares the bytes, and the HTTP and
+WebSocket test suites run once with the direct channel and once without
+(C{pytest --http-path=twisted.web}). It is switched off with C{[server]
+direct = false} (or C{BeaconSite(direct=False)}).
 
 Its own limits are the site's: the head must arrive within
 C{header_timeout} of its first byte and the body within C{body_timeout}
@@ -63,13 +66,14 @@ from twisted.web.http import (
     stringToDatetime,
 )
 from twisted.web.http_headers import Headers
-from twisted.web.resource import Resource
+from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from twisted.web.server import version as _SERVER
-from zope.interface import Interface, implementer
+from zope.interface import Attribute, Interface, implementer
 
 from beacon.bindings._edge import (
     MAX_HEAD,
+    Container,
     MAX_HEADERS,
     connection_tokens,
     reason_phrase,
@@ -95,30 +99,72 @@ _HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 
 
-class IDirectResource(Interface):
+class IDirectRequest(Interface):
     """
-    A resource whose C{render} needs no more of its request than a
-    L{DirectRequest} offers, so that the direct channel may render it:
-    C{method}, C{uri}, C{path}, C{args}, C{content}, C{postpath},
-    C{requestHeaders.getRawHeaders}, C{getHeader}, C{getClientAddress},
-    C{setResponseCode}, C{setHeader}, C{setETag}, C{setLastModified},
-    C{write}, C{finish} and C{notifyFinish}.
+    The part of twisted.web's L{IRequest} that Beacon's resources use, and
+    all of it that a L{DirectRequest} offers: a resource that needs no more
+    of its request may be rendered by the direct channel (see
+    L{IDirectResource}). twisted.web's L{Request} provides it too.
+    """
+
+    method = Attribute("The request method (C{b'GET'}, C{b'HEAD'}, C{b'POST'}).")
+    uri = Attribute("The request target as sent: path and query.")
+    path = Attribute("The path, without the query.")
+    args = Attribute("The query's arguments: a dict of bytes to lists of bytes.")
+    content = Attribute("The body, a file-like object positioned at its start.")
+    postpath = Attribute("The path segments after the resource rendering it.")
+    requestHeaders = Attribute(
+        "The request headers: C{getRawHeaders(name, default=None)} and "
+        "C{hasHeader(name)}."
+    )
+
+    def getHeader(name: bytes) -> bytes | None:
+        """The last value of request header C{name}, or None."""
+
+    def getClientAddress() -> Any:
+        """The peer's address."""
+
+    def setResponseCode(code: int, message: bytes | None = None) -> None:
+        """Set the status code, and its reason phrase unless given."""
+
+    def setHeader(name: bytes | str, value: bytes | str) -> None:
+        """Set response header C{name} to C{value}, replacing any other."""
+
+    def setETag(etag: bytes) -> object:
+        """Set C{ETag}; L{CACHED} when C{If-None-Match} names it."""
+
+    def setLastModified(when: float) -> object:
+        """Set C{Last-Modified}; L{CACHED} when C{If-Modified-Since} holds."""
+
+    def write(data: bytes) -> None:
+        """Write part of the body; the first write sends the head too."""
+
+    def finish() -> None:
+        """The response is complete."""
+
+    def notifyFinish() -> Deferred[None]:
+        """Fires when the response is complete, or fails when the peer goes."""
+
+
+class IDirectResource(IResource):
+    """
+    A resource whose C{render} takes any L{IDirectRequest}, so that the
+    direct channel may render it (a L{DirectRequest} in place of
+    twisted.web's request). Its C{render} returns the whole body, or
+    L{NOT_DONE_YET} and later writes and finishes the request.
     """
 
 
 def direct_resource(root: Any, path: bytes) -> Any:
     """
     The resource that C{path} addresses under C{root}, when the way there
-    is plain (see the module docstring) and it provides L{IDirectResource};
+    goes through Beacon's own L{Container}s only (whose children are found
+    in C{children} and nowhere else) and it provides L{IDirectResource};
     otherwise None.
     """
     found = root
     for segment in path[1:].split(b"/"):
-        if (
-            not segment
-            or found.isLeaf
-            or type(found).getChildWithDefault is not Resource.getChildWithDefault
-        ):
+        if not segment or type(found) is not Container:
             return None
         found = found.children.get(segment)
         if found is None:
@@ -156,6 +202,7 @@ class _RequestHeaders:
         return self.getRawHeaders(name) is not None
 
 
+@implementer(IDirectRequest)
 class DirectRequest:
     """
     One request read by a L{DirectChannel}: the part of twisted.web's
@@ -711,4 +758,10 @@ class DirectChannel(Protocol):
             self._idle = None
 
 
-__all__ = ["DirectChannel", "DirectRequest", "IDirectResource", "direct_resource"]
+__all__ = [
+    "DirectChannel",
+    "DirectRequest",
+    "IDirectRequest",
+    "IDirectResource",
+    "direct_resource",
+]

@@ -49,7 +49,7 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import DirectChannel, IDirectResource
+from beacon.bindings._direct import DirectChannel, IDirectRequest, IDirectResource
 from beacon.bindings._edge import (
     CORS_EXPOSED_HEADERS,
     CORS_MAX_AGE,
@@ -96,6 +96,7 @@ def _too_large_body(limit: int) -> bytes:
     return error_body("too_large", f"the request body exceeds {limit} bytes")
 
 
+@implementer(IDirectRequest)
 class LimitedRequest(server.Request):
     """
     A request that never buffers more than its site's C{max_body} bytes of
@@ -243,8 +244,10 @@ class BeaconHTTPChannel(http.HTTPChannel):
         self.release_connection: Callable[[], None] = lambda: None
         self._deadline: Any = None
         self._phase: tuple[str, str] | None = None
-        # The last two bytes read: whether a line is half-arrived.
-        self._tail = b""
+        # Bytes read, and bytes the line parser has passed on (as lines or
+        # raw data): the difference is a line still arriving.
+        self._received = 0
+        self._consumed = 0
 
     def checkPersistence(self, request: http.Request, version: bytes) -> bool:
         """
@@ -259,16 +262,29 @@ class BeaconHTTPChannel(http.HTTPChannel):
             return False
         return True
 
+    def lineReceived(self, line: bytes) -> None:
+        """A line of a request head (counted, then parsed)."""
+        self._consumed += len(line) + 2
+        super().lineReceived(line)
+
+    def rawDataReceived(self, data: bytes) -> None:
+        """Body bytes, or bytes held while a request is answered (counted, then read)."""
+        self._consumed += len(data)
+        super().rawDataReceived(data)
+
     def dataReceived(self, data: bytes) -> None:
         """Read C{data}, then time whatever it left half-arrived."""
+        self._received += len(data)
         super().dataReceived(data)
-        self._tail = (self._tail + data)[-2:]
+        partial_line = self._received != self._consumed
+        if not partial_line:
+            self._received = self._consumed = 0
         requests = self.requests
         request = requests[-1] if requests else None
         phase: tuple[str, str] | None = None
         if request is not None and getattr(request, "receiving", False):
             phase = request.phase
-        elif (request is None or request.finished) and data and self._tail != b"\r\n":
+        elif (request is None or request.finished) and partial_line:
             # Between requests, a line without its end: a request line is
             # arriving.
             phase = ("header_timeout", "headers")
@@ -315,6 +331,10 @@ class BeaconSite(server.Site):
     protocol = BeaconHTTPChannel  # type: ignore[assignment]
     requestFactory = LimitedRequest
     displayTracebacks = False
+    #: The process-wide off switch of the direct channel: False, and no
+    #: site answers on it, whatever it was built with (the test suite's
+    #: C{--http-path=twisted.web} run sets it).
+    direct_default = True
 
     def __init__(
         self,
@@ -371,7 +391,7 @@ class BeaconSite(server.Site):
         self.open_connections = 0
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
-        self.direct = direct and not access_log
+        self.direct = direct and self.direct_default and not access_log
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""

@@ -3,7 +3,7 @@ The public HTTP binding: agent card and A2A JSON-RPC resources, mountable in
 any Twisted L{Site} (see L{PublicResources.mount}).
 """
 
-from beacon.bindings._direct import IDirectResource
+from beacon.bindings._direct import IDirectRequest, IDirectResource
 from beacon.bindings._edge import Container, error_body
 from beacon.bindings._http import (
     DEFAULT_MAX_BODY,
@@ -22,6 +22,7 @@ __all__ = [
     "BeaconSite",
     "Container",
     "DocumentResource",
+    "IDirectRequest",
     "IDirectResource",
     "JSONRPCResource",
     "LimitedRequest",
