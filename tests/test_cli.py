@@ -50,6 +50,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from beacon import cli
+from beacon.cli import _review, _text
 from beacon.client import (
     DEFAULT_MAX_EVENT,
     REVIEW_EXTENSION,
@@ -859,35 +860,35 @@ def test_cli_options_anywhere_after_review() -> None:
 )
 def test_cli_status_names(given: str, state: str) -> None:
     """--status takes short names and full TaskState names."""
-    assert cli.parse_state(given) == state
+    assert _review.parse_state(given) == state
 
 
 def test_cli_error_lines() -> None:
     """Each kind of client error reads as one plain sentence."""
     args = cli.parse_args(["review", "reject", "X\x1b"])
-    assert cli.describe(Timeout("/s", 5), args) == "no answer from Beacon at /s within 5 s"
-    assert cli.describe(TransportError("/s", "permission denied"), args) == (
+    assert _review.describe(Timeout("/s", 5), args) == "no answer from Beacon at /s within 5 s"
+    assert _review.describe(TransportError("/s", "permission denied"), args) == (
         "cannot reach Beacon at /s: permission denied"
     )
     refused = RPCError(-32004, "already decided\x1b[2J", [])
-    assert cli.describe(refused, args) == "cannot reject X\\x1b: already decided\\x1b[2J"
+    assert _review.describe(refused, args) == "cannot reject X\\x1b: already decided\\x1b[2J"
     bad = RPCError(
         -32602,
         "Invalid parameters",
         [{"@type": "type.googleapis.com/google.rpc.BadRequest",
           "fieldViolations": [{"field": "note", "description": "is too long"}]}],
     )
-    assert cli.describe(bad, args) == "Beacon refused the request: note is too long"
-    assert cli.describe(HTTPStatusError(502, "Bad Gateway"), args).startswith("unexpected answer")
+    assert _review.describe(bad, args) == "Beacon refused the request: note is too long"
+    assert _review.describe(HTTPStatusError(502, "Bad Gateway"), args).startswith("unexpected answer")
 
 
 def test_inert_text() -> None:
     """Control, format and separator characters print as escapes; show's body keeps newlines."""
-    assert cli.inert("a\x1b[31mb\x9bc\u200bd\U000e0041") == "a\\x1b[31mb\\x9bc\\u200bd\\U000e0041"
-    assert cli.inert("one\ntwo\r", newlines=True) == "one\ntwo\\x0d"
-    assert cli.inert("one\ntwo") == "one\\x0atwo"
-    assert cli.json_text({"k": "\x1b\x7f\u202e"}, indent=None) == '{"k":"\\u001b\\u007f\\u202e"}'
-    assert cli.truncate("\u6f22\u5b57\u6f22\u5b57", 5) == "\u6f22\u5b57\u2026"
+    assert _text.inert("a\x1b[31mb\x9bc\u200bd\U000e0041") == "a\\x1b[31mb\\x9bc\\u200bd\\U000e0041"
+    assert _text.inert("one\ntwo\r", newlines=True) == "one\ntwo\\x0d"
+    assert _text.inert("one\ntwo") == "one\\x0atwo"
+    assert _text.json_text({"k": "\x1b\x7f\u202e"}, indent=None) == '{"k":"\\u001b\\u007f\\u202e"}'
+    assert _text.truncate("\u6f22\u5b57\u6f22\u5b57", 5) == "\u6f22\u5b57\u2026"
 
 
 # The command, end to end: the installed script against a real twistd.

@@ -1,0 +1,59 @@
+"""
+The C{beacon} console script: L{main}, and the parsed-command runners it
+uses (L{run}, L{run_peer}, L{database}) for running a command in-process.
+
+Its rooms: C{_main} the entry point (the parser, L{main}); C{_review} the
+review commands; C{_peer} the commands against other agents; C{_db} the
+schema commands; C{_text} what is printed, made inert; C{_options} the
+option value types the commands share.
+
+Talk to any A2A 1.0 agent (Beacon, the a2a-sdk's, any other)::
+
+    beacon card URL [--json]
+    beacon send URL TEXT [--data FILE.json] [--binding jsonrpc|websocket|unix]
+                         [--socket PATH] [--json]
+    beacon task URL ID [--json]
+
+C{URL} is the agent's base URL (its card is C{URL/.well-known/agent-card.json}),
+the card's own URL, or C{unix:///path} (the card on that socket, which is
+then dialled). Each takes C{--timeout S}, which bounds the whole command
+(default 30), and C{--connect-timeout S}. Exit codes: 0 success, 1 the agent
+could not be reached, refused or answered nonsense, 2 usage, 3 timeout.
+
+Read and decide on submissions through Beacon's operator door::
+
+    beacon review list [--status S] [--limit N] [--json]
+    beacon review show ID [--json]
+    beacon review accept ID [--note TEXT]
+    beacon review reject ID [--note TEXT]
+    beacon review follow [--json]
+
+C{--socket PATH}, C{--data DIR} or C{--discovery FILE} (the bearer door's
+file) say where Beacon is, anywhere after C{beacon review}; the default is
+C{./beacon-data/operator.sock}, the socket C{twistd beacon} makes when
+started in the current directory.
+
+Exit codes: 0 success, 1 error (Beacon not reachable, an unknown id, a
+refused decision), 2 usage. An error is one line on stderr, never a
+traceback.
+
+Everything printed that came from the server is made inert first: control
+characters (ESC and the rest of C0 and C1), Unicode format characters (bidi
+overrides, zero-width characters), line and paragraph separators and lone
+surrogates are written as visible escapes, so a submission cannot drive the
+terminal. Only the message body in C{show} keeps its newlines.
+"""
+
+from beacon.cli._db import database
+from beacon.cli._main import build_parser, main, parse_args
+from beacon.cli._peer import run_peer
+from beacon.cli._review import run
+
+__all__ = [
+    "build_parser",
+    "database",
+    "main",
+    "parse_args",
+    "run",
+    "run_peer",
+]

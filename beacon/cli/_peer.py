@@ -1,0 +1,238 @@
+"""
+The peer commands: C{beacon card}, C{send} and C{task} against any A2A 1.0
+agent (Beacon, the a2a-sdk's, any other), each bounded as a whole by
+C{--timeout}; their options and their one-line errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import IO, Any
+
+from twisted.internet.defer import Deferred
+
+from beacon.cli._options import duration
+from beacon.cli._text import Output, card_lines, dig, inert, json_text, task_lines, violations
+from beacon.client import (
+    A2AClient,
+    ClientError,
+    Deadline,
+    HTTPStatusError,
+    InvalidResponse,
+    RPCError,
+    Timeout,
+    Timeouts,
+    TransportError,
+    fetch_card,
+    outcome_of,
+    text_message,
+)
+
+#: How long a peer command may take by default, in seconds.
+DEFAULT_PEER_TIMEOUT = 30.0
+#: How long connecting may take by default, in seconds.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Exit code of a command that ran out of time.
+EXIT_TIMEOUT = 3
+
+
+def describe_peer(error: ClientError) -> str:
+    """One line saying what went wrong talking to an agent (without C{beacon:})."""
+    if isinstance(error, TransportError):
+        return f"cannot reach the agent at {inert(error.address)}: {inert(error.reason)}"
+    if isinstance(error, RPCError):
+        reason = f", {inert(error.reason)}" if error.reason else ""
+        details = violations(error)
+        message = inert(error.message)
+        if details:
+            message += f": {details}"
+        return f"the agent refused the request: {message} (error {error.code}{reason})"
+    if isinstance(error, (HTTPStatusError, InvalidResponse)):
+        return f"unexpected answer from the agent: {inert(str(error))}"
+    return inert(str(error))
+
+
+def _peer_timeouts(args: argparse.Namespace) -> Timeouts:
+    total = args.timeout
+    return Timeouts(connect=min(args.connect_timeout, total), response=total, idle=total)
+
+
+def _read_data(path: str) -> Any:
+    """
+    The JSON document in C{path} (for C{--data}).
+
+    @raise ValueError: It cannot be read or is not JSON.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(16 * 1024 * 1024 + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
+    if len(raw) > 16 * 1024 * 1024:
+        raise ValueError(f"{path} is larger than 16 MiB")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{path} is not valid JSON") from None
+
+
+async def _peer_card(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+    # --socket only says which socket a unix:///path URL's card is read on.
+    socket = args.socket if args.url.startswith("unix://") else None
+    card = await fetch_card(reactor, args.url, timeouts=_peer_timeouts(args), socket_path=socket)
+    if args.json:
+        io.line(json_text(dict(card.raw)))
+    else:
+        for line in card_lines(card):
+            io.line(line)
+    return 0
+
+
+async def _peer_client(reactor: Any, args: argparse.Namespace) -> A2AClient:
+    preference = [args.binding] if args.binding else None
+    return await A2AClient.discover(
+        reactor,
+        args.url,
+        preference=preference,
+        socket_path=args.socket,
+        timeouts=_peer_timeouts(args),
+    )
+
+
+async def _peer_send(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+    client = await _peer_client(reactor, args)
+    try:
+        result = await client.send_message(text_message(args.text, args.data_document))
+    finally:
+        await client.close()
+    if args.json:
+        io.line(json_text(result))
+        return 0
+    outcome = outcome_of(result)
+    if outcome.task is not None:
+        io.line(f"task {inert(dig(outcome.task, 'id'))} {inert(dig(outcome.task, 'status', 'state'))}")
+        if outcome.text:
+            io.line(inert(outcome.text, newlines=True))
+    else:
+        io.line(inert(outcome.text or "", newlines=True))
+    return 0
+
+
+async def _peer_task(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+    client = await _peer_client(reactor, args)
+    try:
+        task = await client.get_task(args.id)
+    finally:
+        await client.close()
+    if args.json:
+        io.line(json_text(task))
+    else:
+        for line in task_lines(task):
+            io.line(line)
+    return 0
+
+
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "card": _peer_card,
+    "send": _peer_send,
+    "task": _peer_task,
+}
+
+
+async def run_peer(reactor: Any, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """
+    Run one parsed C{beacon card|send|task} command, bounded as a whole by
+    C{--timeout} on C{reactor}'s clock.
+
+    @return: The exit code.
+    """
+    io = Output(out, err)
+    seconds = args.timeout
+    command = Deferred.fromCoroutine(COMMANDS[args.area](reactor, args, io))
+    bounded = Deadline(
+        reactor, seconds, lambda: Timeout(args.url, seconds, "command", "the agent")
+    ).start(command)
+    try:
+        code: int = await bounded
+        return code
+    except BrokenPipeError:
+        raise
+    except Timeout as e:
+        err.write(f"beacon: {describe_peer(e)}\n")
+        return EXIT_TIMEOUT
+    except ClientError as e:
+        err.write(f"beacon: {describe_peer(e)}\n")
+        return 1
+    except Exception as e:
+        err.write(f"beacon: internal error: {type(e).__name__}: {inert(str(e))}\n")
+        return 1
+
+
+def add_parsers(commands: Any) -> None:
+    """Add C{card}, C{send} and C{task} to C{commands} (C{beacon}'s subparsers)."""
+
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "url", metavar="URL",
+            help="the agent's base URL, its card's URL, or unix:///path (its socket)",
+        )
+        parser.add_argument(
+            "--timeout", metavar="S", type=duration, default=DEFAULT_PEER_TIMEOUT,
+            help=f"bound the whole command to S seconds [default: {DEFAULT_PEER_TIMEOUT:g}]",
+        )
+        parser.add_argument(
+            "--connect-timeout", metavar="S", type=duration, default=DEFAULT_CONNECT_TIMEOUT,
+            help=f"bound each connection attempt [default: {DEFAULT_CONNECT_TIMEOUT:g}]",
+        )
+        parser.add_argument(
+            "--socket", metavar="PATH", default=None,
+            help="dial this unix socket for an interface of the unix socket binding "
+            "(never a path the card names)",
+        )
+        parser.add_argument("--json", action="store_true", help="print ProtoJSON")
+
+    def calls(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--binding", choices=("jsonrpc", "websocket", "unix"), default=None,
+            help="use only this binding [default: the card's first one this client implements]",
+        )
+
+    card = commands.add_parser(
+        "card", help="show an A2A agent's card", description="Fetch and show an A2A agent's card."
+    )
+    common(card)
+    send = commands.add_parser(
+        "send", help="send a message to an A2A agent",
+        description="Send a message to an A2A agent; print the task (id, state) or the reply's text.",
+    )
+    common(send)
+    calls(send)
+    send.add_argument("text", metavar="TEXT")
+    send.add_argument("--data", metavar="FILE.json", default=None, help="add this JSON document as a data part")
+    task = commands.add_parser(
+        "task", help="get a task from an A2A agent", description="Get a task from an A2A agent."
+    )
+    common(task)
+    calls(task)
+    task.add_argument("id", metavar="ID")
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """
+    Complete a peer command's C{args} (C{command}, the C{--data} document)
+    and refuse what argparse cannot: C{--binding unix} with no socket, a
+    C{--data} file that is not JSON.
+
+    @raise SystemExit: A usage error (code 2).
+    """
+    args.command = args.area
+    if getattr(args, "binding", None) == "unix" and args.socket is None and not args.url.startswith("unix://"):
+        parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
+    args.data_document = None
+    if getattr(args, "data", None) is not None:
+        try:
+            args.data_document = _read_data(args.data)
+        except ValueError as e:
+            parser.error(f"--data: {e}")
