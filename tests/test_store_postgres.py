@@ -59,7 +59,6 @@ from beacon.store import (
     PostgreSQLStore,
     StoreError,
     StoreEvent,
-    _postgres,
     _sqlite,
     open_store,
     parse_store_url,
@@ -68,7 +67,13 @@ from beacon.store import (
     status,
     upgrade,
 )
-from beacon.store._postgres import MIGRATION_LOCK, SCHEMA_VERSION, redact
+from beacon.store._postgres_connect import redact
+from beacon.store._postgres_schema import (
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    migrate,
+)
 
 reactor = IReactorFromThreads(_reactor)
 
@@ -153,7 +158,7 @@ def test_schema_matches_sqlite(
     """
     schema, url = pg_schema
     assert SCHEMA_VERSION == _sqlite.SCHEMA_VERSION
-    assert len(_postgres.MIGRATIONS) == len(_sqlite.MIGRATIONS)
+    assert len(MIGRATIONS) == len(_sqlite.MIGRATIONS)
     upgrade(url)
     db = tmp_path / "beacon.sqlite3"
     upgrade(sqlite_url(str(db)))
@@ -292,7 +297,7 @@ async def test_migration_waits_for_the_advisory_lock(
     schema, url = pg_schema
     with postgresql.connect(schema) as holder:
         holder.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATION_LOCK)
-        migrating = deferToThread(_postgres.migrate, url)
+        migrating = deferToThread(migrate, url, PostgreSQLStore.log)
 
         def waiting() -> bool:
             row = holder.execute(
@@ -321,7 +326,7 @@ async def test_instances_starting_at_once(
     """
     schema, url = pg_schema
     results = await gatherResults(
-        [deferToThread(_postgres.migrate, url) for _ in range(4)]
+        [deferToThread(migrate, url, PostgreSQLStore.log) for _ in range(4)]
     )
     assert sorted(results) == [(0, SCHEMA_VERSION)] + [
         (SCHEMA_VERSION, SCHEMA_VERSION)

@@ -26,9 +26,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from twisted.internet.interfaces import IReactorFromThreads
 
-from beacon.store import _postgres, _sqlite
+from beacon.store import _postgres_schema, _sqlite
 from beacon.store._interface import StoreError
-from beacon.store._postgres import PostgreSQLStore, describe, redact, scrub
+from beacon.store._postgres import PostgreSQLStore
+from beacon.store._postgres_connect import describe, redact, scrub
 from beacon.store._sqlite import SQLiteStore
 
 #: The stores a URL can name.
@@ -149,8 +150,8 @@ def schema_status(url: str) -> SchemaStatus:
         )
     return SchemaStatus(
         parsed.display,
-        _postgres.schema_version(parsed.location),
-        _postgres.SCHEMA_VERSION,
+        _postgres_schema.schema_version(parsed.location),
+        _postgres_schema.SCHEMA_VERSION,
     )
 
 
@@ -194,7 +195,7 @@ def upgrade(url: str) -> str:
         before = _sqlite_version(parsed.location)
         after = _sqlite_migrate(parsed.location)
     else:
-        before, after = _postgres.migrate(parsed.location)
+        before, after = _postgres_schema.migrate(parsed.location, PostgreSQLStore.log)
     if before == after:
         return f"{parsed.display}: schema version {after}, up to date"
     return f"{parsed.display}: schema version {before} -> {after}"
