@@ -5,8 +5,8 @@ in the database, one decision per submission, versioned and migrated under
 an advisory lock), group commit, several instances on one database (global
 seq, one decision wins, live events across instances exactly once, catch-up
 after a lost listening connection), broken connections replaced, a restart
-of the server, no password in any log line, and the store URLs and
-operator migrations of C{beacon.store._migrate}.
+of the server, no password in any log line, and the store URLs
+(C{beacon.store._url}) and operator migrations (C{beacon.store._migrate}).
 
 Each test gets a fresh schema of this run's database (see
 C{peers.postgres}); everything blocking (a raw connection, a thread

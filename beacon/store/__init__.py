@@ -1,5 +1,23 @@
 """
 Append-only submission storage: the interface and its backends.
+
+Everything another package uses is imported from here. The rooms inside,
+each with one job:
+
+  - C{_interface}: the contract (L{ISubmissionStore}, its records and
+    errors, the argument checks every backend makes);
+  - C{_listeners}: who hears of committed writes (L{StoreListeners});
+  - C{_url}: store URLs, and the store one names (L{open_store});
+  - C{_migrate}: C{beacon db upgrade} and C{beacon db status};
+  - C{_threaded}: what the thread-pool backends share (group commit, the
+    read path, stopping), on C{_workers}' threads;
+  - C{_sql}: the SQL those backends share, in each one's L{Dialect
+    <beacon.store._sql.Dialect>}, and the rows it reads and writes;
+  - C{_sqlite}: the embedded store (L{SQLiteStore}) and its schema;
+  - C{_postgres}: the shared store (L{PostgreSQLStore}), with
+    C{_postgres_connect} (reaching the database, naming it without its
+    password), C{_postgres_schema} (its schema and migrating it) and
+    C{_postgres_listen} (LISTEN/NOTIFY and the listening thread).
 """
 
 from beacon.store._interface import (
@@ -18,18 +36,10 @@ from beacon.store._interface import (
     check_limit,
 )
 from beacon.store._listeners import StoreListeners
-from beacon.store._migrate import (
-    SchemaStatus,
-    StoreURL,
-    open_store,
-    parse_store_url,
-    schema_status,
-    sqlite_url,
-    status,
-    upgrade,
-)
+from beacon.store._migrate import SchemaStatus, schema_status, status, upgrade
 from beacon.store._postgres import PostgreSQLStore
 from beacon.store._sqlite import SQLiteStore
+from beacon.store._url import StoreURL, open_store, parse_store_url, sqlite_url
 
 __all__ = [
     "AlreadyDecided",
