@@ -9,8 +9,6 @@ with the same migrations, lock and refusals as the stores' start-up.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from dataclasses import dataclass
 
 from beacon.store import _postgres_schema, _sqlite
@@ -56,7 +54,7 @@ def schema_status(url: str) -> SchemaStatus:
     if parsed.backend == "sqlite":
         return SchemaStatus(
             parsed.display,
-            _sqlite_version(parsed.location),
+            _sqlite.schema_version(parsed.location),
             _sqlite.SCHEMA_VERSION,
         )
     return SchemaStatus(
@@ -103,8 +101,8 @@ def upgrade(url: str) -> str:
     """
     parsed = _parsed(url)
     if parsed.backend == "sqlite":
-        before = _sqlite_version(parsed.location)
-        after = _sqlite_migrate(parsed.location)
+        before = _sqlite.schema_version(parsed.location)
+        after = _sqlite.migrate(parsed.location, SQLiteStore.log)
     else:
         before, after = _postgres_schema.migrate(parsed.location, PostgreSQLStore.log)
     if before == after:
@@ -120,58 +118,3 @@ def _parsed(url: str) -> StoreURL:
         return parse_store_url(url)
     except ValueError as e:
         raise StoreError(str(e)) from None
-
-
-def _sqlite_version(path: str) -> int:
-    """
-    The schema version of the SQLite database at C{path}, read-only; 0 if
-    the file does not exist or Beacon never migrated it.
-
-    @raises StoreError: If it cannot be read.
-    """
-    if not os.path.exists(path):
-        return 0
-    try:
-        connection = sqlite3.connect(
-            f"file:{os.path.abspath(path)}?mode=ro", uri=True, isolation_level=None
-        )
-    except sqlite3.Error as e:
-        raise StoreError(f"cannot open the database {path}: {e}") from e
-    try:
-        exists = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table'"
-            " AND name = 'beacon_schema'"
-        ).fetchone()
-        if exists is None:
-            return 0
-        (version,) = connection.execute(
-            "SELECT COALESCE(MAX(version), 0) FROM beacon_schema"
-        ).fetchone()
-        return int(version)
-    except sqlite3.Error as e:
-        raise StoreError(f"cannot read the database {path}: {e}") from e
-    finally:
-        connection.close()
-
-
-def _sqlite_migrate(path: str) -> int:
-    """
-    Migrate the SQLite database at C{path} exactly as L{SQLiteStore}'s
-    start-up does (creating it, mode 0600, if missing).
-
-    @return: The schema version.
-    @raises StoreError: If it cannot be opened or migrated, or is newer
-        than this code.
-    """
-    # The store's own start-up steps, without its threads: no reactor is
-    # needed to migrate.
-    store = SQLiteStore(path, reactor=None)  # type: ignore[arg-type]
-    store._prepare_file()
-    try:
-        connection = store._connect(query_only=False)
-        try:
-            return store._migrate(connection)
-        finally:
-            connection.close()
-    except sqlite3.Error as e:
-        raise StoreError(f"cannot open the database {path}: {e}") from e

@@ -57,6 +57,9 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SQLiteStore",
+    "connect",
+    "migrate",
+    "schema_version",
 ]
 
 _T = TypeVar("_T")
@@ -166,6 +169,154 @@ _INSERT_DECISION = """
 """
 
 
+def _prepare_file(path: str) -> None:
+    """
+    Create the database's directory (mode C{0700}) and the file itself
+    (mode C{0600}, which SQLite copies to its WAL files) if missing.
+
+    @raises StoreError: If either cannot be created.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+    except OSError as e:
+        raise StoreError(
+            f"cannot open or create the database {path}: {e.strerror}"
+        ) from e
+
+
+def _migrate(connection: sqlite3.Connection, path: str, log: Logger) -> int:
+    """
+    Bring the schema to L{SCHEMA_VERSION}, one migration per transaction.
+
+    @return: The schema version.
+    @raises StoreError: If the database is newer than this code or not
+        in WAL mode.
+    """
+    (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise StoreError(
+            f"the database {path} cannot use WAL mode (it is {mode})"
+        )
+    while True:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS beacon_schema ("
+                "version INTEGER NOT NULL, applied_at_ms INTEGER NOT NULL)"
+            )
+            (current,) = connection.execute(
+                "SELECT COALESCE(MAX(version), 0) FROM beacon_schema"
+            ).fetchone()
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"database schema version {current} is newer than "
+                    f"this Beacon supports ({SCHEMA_VERSION}): {path}"
+                )
+            if current == SCHEMA_VERSION:
+                connection.execute("COMMIT")
+                return int(current)
+            for statement in MIGRATIONS[current]:
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO beacon_schema (version, applied_at_ms)"
+                " VALUES (?, ?)",
+                (current + 1, int(time.time() * 1000)),
+            )
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        log.info(
+            "store.migrated: submission store {path} to schema version {version}",
+            path=path,
+            version=current + 1,
+        )
+
+
+def connect(path: str, *, query_only: bool) -> sqlite3.Connection:
+    """
+    Open a connection with Beacon's settings.
+
+    The connection is in autocommit mode (transactions are explicit) and
+    may be closed from another thread, once its own thread is idle.
+    """
+    connection = sqlite3.connect(
+        path,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    try:
+        # synchronous and the rest are per connection; WAL is per file.
+        connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute("PRAGMA foreign_keys=ON")
+        if query_only:
+            connection.execute("PRAGMA query_only=ON")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def migrate(path: str, log: Logger) -> int:
+    """
+    Open the database at C{path} (creating it, and its directory, if
+    missing) and bring its schema to L{SCHEMA_VERSION}: the store's
+    start-up, and C{beacon db upgrade}'s.
+
+    @param log: Where each applied migration is logged (C{store.migrated}).
+    @return: The schema version.
+    @raises StoreError: If the database cannot be opened or migrated, or
+        its schema is newer than this code.
+    """
+    _prepare_file(path)
+    try:
+        connection = connect(path, query_only=False)
+        try:
+            return _migrate(connection, path, log)
+        finally:
+            connection.close()
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the database {path}: {e}") from e
+
+
+def schema_version(path: str) -> int:
+    """
+    The schema version of the SQLite database at C{path}, read-only; 0 if
+    the file does not exist or Beacon never migrated it.
+
+    @raises StoreError: If it cannot be read.
+    """
+    if not os.path.exists(path):
+        return 0
+    try:
+        connection = sqlite3.connect(
+            f"file:{os.path.abspath(path)}?mode=ro", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the database {path}: {e}") from e
+    try:
+        exists = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+            " AND name = 'beacon_schema'"
+        ).fetchone()
+        if exists is None:
+            return 0
+        (version,) = connection.execute(
+            "SELECT COALESCE(MAX(version), 0) FROM beacon_schema"
+        ).fetchone()
+        return int(version)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot read the database {path}: {e}") from e
+    finally:
+        connection.close()
+
+
 @implementer(ISubmissionStore)
 class SQLiteStore(ThreadedStore):
     """
@@ -223,15 +374,7 @@ class SQLiteStore(ThreadedStore):
         @raises StoreError: If the database cannot be opened or migrated, or
             its schema is newer than this code.
         """
-        self._prepare_file()
-        try:
-            connection = self._connect(query_only=False)
-            try:
-                version = self._migrate(connection)
-            finally:
-                connection.close()
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open the database {self.path}: {e}") from e
+        version = migrate(self.path, self.log)
         self._start_pools()
         # Service's own methods are unannotated; all they do is flip running.
         cast(Callable[[], None], super().startService)()
@@ -268,99 +411,6 @@ class SQLiteStore(ThreadedStore):
             self._writer_pool.run(self._read_pragmas)
         )
 
-    # Start-up, on the calling thread.
-
-    def _prepare_file(self) -> None:
-        """
-        Create the database's directory (mode C{0700}) and the file itself
-        (mode C{0600}, which SQLite copies to its WAL files) if missing.
-
-        @raises StoreError: If either cannot be created.
-        """
-        directory = os.path.dirname(os.path.abspath(self.path))
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
-        except OSError as e:
-            raise StoreError(
-                f"cannot open or create the database {self.path}: {e.strerror}"
-            ) from e
-
-    def _migrate(self, connection: sqlite3.Connection) -> int:
-        """
-        Bring the schema to L{SCHEMA_VERSION}, one migration per transaction.
-
-        @return: The schema version.
-        @raises StoreError: If the database is newer than this code or not
-            in WAL mode.
-        """
-        (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-        if str(mode).lower() != "wal":
-            raise StoreError(
-                f"the database {self.path} cannot use WAL mode (it is {mode})"
-            )
-        while True:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                connection.execute(
-                    "CREATE TABLE IF NOT EXISTS beacon_schema ("
-                    "version INTEGER NOT NULL, applied_at_ms INTEGER NOT NULL)"
-                )
-                (current,) = connection.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM beacon_schema"
-                ).fetchone()
-                if current > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"database schema version {current} is newer than "
-                        f"this Beacon supports ({SCHEMA_VERSION}): {self.path}"
-                    )
-                if current == SCHEMA_VERSION:
-                    connection.execute("COMMIT")
-                    return int(current)
-                for statement in MIGRATIONS[current]:
-                    connection.execute(statement)
-                connection.execute(
-                    "INSERT INTO beacon_schema (version, applied_at_ms)"
-                    " VALUES (?, ?)",
-                    (current + 1, int(time.time() * 1000)),
-                )
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-            self.log.info(
-                "store.migrated: submission store {path} to schema version {version}",
-                path=self.path,
-                version=current + 1,
-            )
-
-    def _connect(self, *, query_only: bool) -> sqlite3.Connection:
-        """
-        Open a connection with Beacon's settings.
-
-        The connection is in autocommit mode (transactions are explicit) and
-        may be closed from another thread, once its own thread is idle.
-        """
-        connection = sqlite3.connect(
-            self.path,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        try:
-            # synchronous and the rest are per connection; WAL is per file.
-            connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA synchronous=FULL")
-            connection.execute("PRAGMA foreign_keys=ON")
-            if query_only:
-                connection.execute("PRAGMA query_only=ON")
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
     # The thread side. Everything below runs on a pool thread.
 
     def _thread_connection(self, *, query_only: bool) -> sqlite3.Connection:
@@ -371,7 +421,7 @@ class SQLiteStore(ThreadedStore):
             self._local, "connection", None
         )
         if connection is None:
-            connection = self._connect(query_only=query_only)
+            connection = connect(self.path, query_only=query_only)
             self._local.connection = connection
             with self._connections_lock:
                 self._connections.append(connection)
