@@ -14,15 +14,21 @@ formatted by L{str.format_map}. Anything else (a failure's traceback, a
 flattened event, the call syntax, a format that fails) goes to Twisted's
 own formatter, so unusual events read exactly as Twisted writes them.
 
-C{twistd beacon} uses it for the log file twistd chooses (see
-L{twistd_observer}); C{--logger} and C{--syslog} still take precedence.
+C{twistd beacon} uses it for the log twistd's options choose: its service
+gives twistd's application an L{ILogObserver} component
+(L{offer_log_observer}, L{twistd_log_observer}), which twistd logs through,
+as it does for a C{.tac} file's; C{--logger} and C{--syslog} still take
+precedence.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, TextIO
+import signal
+import sys
+from typing import Any, Callable, Mapping, TextIO
 
+from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import (
     FileLogObserver,
     ILogObserver,
@@ -30,6 +36,9 @@ from twisted.logger import (
     formatEventAsClassicLogText,
     formatTime,
 )
+from twisted.python.components import Componentized
+from twisted.python.log import ILogObserver as ILegacyLogObserver
+from twisted.python.logfile import LogFile
 
 
 #: The last second formatted, and its text (one tuple, read and replaced
@@ -103,55 +112,66 @@ def text_file_observer(out_file: TextIO) -> ILogObserver:
     return observer
 
 
-#: twistd's own options, recorded by L{use_fast_text_log} for
-#: L{twistd_observer} (twistd names its C{--logger} factory by a dotted name
-#: and calls it without arguments).
-_twistd_options: Any = None
-
-
-def twistd_observer() -> ILogObserver:
+def twistd_log_observer(
+    options: Mapping[str, Any], reactor: IReactorFromThreads
+) -> ILogObserver | None:
     """
-    The C{--logger} factory for C{twistd}: the observer twistd itself would
-    make from its options (C{--logfile}, C{-n}, log rotation on SIGUSR1),
-    with its formatter replaced by L{format_classic_text} when it writes
-    Twisted's classic text to a file. Without recorded options (named with
-    C{--logger} by hand), it logs to standard output.
+    An observer for the log twistd's own options ask for, writing
+    L{format_classic_text}: the file named by C{--logfile}; standard output
+    with C{--logfile -} or with C{-n} and no C{--logfile}; otherwise
+    C{twistd.log}. A file is rotated on C{SIGUSR1} (through C{reactor}),
+    as twistd rotates its own, unless that signal already has a handler.
+
+    @param options: twistd's options (C{ServerOptions}, the parent of
+        Beacon's).
+
+    @return: None where twistd's own choice must stand: C{--logger} or
+        C{--syslog} is given, or C{--logfile -} without C{-n} (which twistd
+        refuses).
     """
-    from twisted.scripts._twistd_unix import UnixAppLogger
-
-    options = _twistd_options if _twistd_options is not None else {"nodaemon": True}
-    observer: ILogObserver = UnixAppLogger(options)._getLogObserver()
-    if isinstance(observer, FileLogObserver):
-        observer.formatEvent = format_classic_text  # type: ignore[method-assign]
-    return observer
-
-
-def use_fast_text_log(options: Any) -> None:
-    """
-    Make twistd log through L{twistd_observer}, unless its options already
-    name a C{--logger} or C{--syslog}.
-
-    @param options: twistd's own options (the parent of Beacon's); nothing
-        happens for anything else (Beacon's options parsed on their own).
-    """
-    global _twistd_options
-    if options is None or not hasattr(options, "get"):
-        return
     if options.get("logger") or options.get("syslog"):
+        return None
+    path = options.get("logfile") or ""
+    foreground = bool(options.get("nodaemon"))
+    if path == "-" or (foreground and not path):
+        return text_file_observer(sys.stdout) if foreground else None
+    log_file = LogFile.fromFullPath(path or "twistd.log")
+    if not signal.getsignal(signal.SIGUSR1):
+
+        def rotate(signum: int, frame: Any) -> None:
+            reactor.callFromThread(log_file.rotate)
+
+        signal.signal(signal.SIGUSR1, rotate)
+    return text_file_observer(log_file)
+
+
+def offer_log_observer(
+    application: object, observer: Callable[[], ILogObserver | None]
+) -> None:
+    """
+    Give twistd's application the observer C{observer()} makes, as its
+    L{ILogObserver} component: twistd logs through that component unless
+    C{--logger} names a factory (see L{twisted.application.app.AppLogger}).
+
+    Nothing happens when C{application} is not a L{Componentized} (not
+    twistd's application), already has an observer, or C{observer()}
+    returns None.
+    """
+    if not isinstance(application, Componentized):
         return
-    try:
-        from twisted.scripts._twistd_unix import UnixAppLogger
-    except ImportError:  # pragma: no cover - not a POSIX twistd
+    if any(
+        application.getComponent(interface) is not None
+        for interface in (ILogObserver, ILegacyLogObserver)
+    ):
         return
-    if not hasattr(UnixAppLogger, "_getLogObserver"):  # pragma: no cover
-        return
-    _twistd_options = options
-    options["logger"] = f"{__name__}.twistd_observer"
+    made = observer()
+    if made is not None:
+        application.setComponent(ILogObserver, made)
 
 
 __all__ = [
     "format_classic_text",
+    "offer_log_observer",
     "text_file_observer",
-    "twistd_observer",
-    "use_fast_text_log",
+    "twistd_log_observer",
 ]

@@ -6,15 +6,17 @@ where the global reactor is imported.
 from __future__ import annotations
 
 import os
-from typing import NoReturn
+from typing import Any, Callable, NoReturn
 
 from twisted.application.service import IService, MultiService
-from twisted.logger import Logger
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.logger import ILogObserver, Logger
 from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
-from beacon.logs import use_fast_text_log
-from beacon.service import HeapFreeze, StartupError
+from beacon.logs import offer_log_observer, twistd_log_observer
+from beacon.errors import StartupError
+from beacon.heap import HeapFreeze
 from beacon.store import StoreError
 
 log = Logger()
@@ -100,9 +102,6 @@ class Options(usage.Options):
         _check_endpoints(config.http)
         _check_endpoints(config.ws, "--ws")
         self.config = config
-        # twistd's log file, in twistd's format, written faster (see
-        # beacon.logs); --logger and --syslog still win.
-        use_fast_text_log(getattr(self, "parent", None))
 
 
 def _check_endpoints(descriptions: tuple[str, ...], option: str = "--http") -> None:
@@ -160,16 +159,31 @@ class _StartupGuard(MultiService):
     twistd removes its pidfile, and the tree below has undone what had
     started (L{beacon.service.AllOrNothing}). Standard error is let go once
     the start succeeds.
+
+    Made the child of twistd's application, it offers the application its
+    log observer (L{beacon.logs.offer_log_observer}).
     """
 
-    def __init__(self, stderr: int | None = None) -> None:
+    def __init__(
+        self,
+        stderr: int | None = None,
+        log_observer: Callable[[], ILogObserver | None] | None = None,
+    ) -> None:
         """
         @param stderr: A file descriptor this service owns, for the reason
             of a failed start (L{_keep_stderr}); closed once the start
             succeeds or has failed.
+        @param log_observer: Makes the observer twistd is to log through
+            (None: twistd's own choice).
         """
         super().__init__()
         self._stderr = stderr
+        self._log_observer = log_observer
+
+    def setServiceParent(self, parent: Any) -> None:
+        super().setServiceParent(parent)
+        if self._log_observer is not None:
+            offer_log_observer(parent, self._log_observer)
 
     def privilegedStartService(self) -> None:
         try:
@@ -227,8 +241,16 @@ def makeService(options: Options) -> IService:
     from beacon.service import makeService as make
 
     assert options.config is not None
-    under_twistd = getattr(options, "parent", None) is not None
-    guard = _StartupGuard(_keep_stderr() if under_twistd else None)
+    twistd = getattr(options, "parent", None)
+    if twistd is None:
+        guard = _StartupGuard()
+    else:
+        # twistd's log, in twistd's format, written faster (beacon.logs);
+        # --logger and --syslog still win.
+        threads = IReactorFromThreads(reactor)
+        guard = _StartupGuard(
+            _keep_stderr(), lambda: twistd_log_observer(twistd, threads)
+        )
     make(options.config, reactor).setServiceParent(guard)
     HeapFreeze(reactor).setServiceParent(guard)
     return guard

@@ -6,21 +6,26 @@ how C{twistd beacon} takes it up.
 from __future__ import annotations
 
 import io
+import os
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twisted.application.service import Application
 from twisted.logger import (
     FileLogObserver,
+    ILogObserver,
     Logger,
     LogLevel,
     formatEventAsClassicLogText,
 )
-from twisted.scripts._twistd_unix import ServerOptions
+from twisted.scripts.twistd import ServerOptions
 
-from beacon import logs
-from beacon.logs import format_classic_text, text_file_observer, use_fast_text_log
+from beacon import tap
+from beacon.logs import format_classic_text, text_file_observer, twistd_log_observer
 
 T0 = 1_764_480_000.0  # 2025-11-30T05:20:00Z
 
@@ -155,23 +160,45 @@ def test_text_file_observer_writes_lines() -> None:
     assert [line.split("] ", 1)[1] for line in lines] == ["one 1", "two"]
 
 
-def twistd_options(*argv: str) -> ServerOptions:
+def twistd_options(*argv: str, data: str = "beacon-data") -> ServerOptions:
     options = ServerOptions()
-    options.parseOptions([*argv, "beacon", "--http", "tcp:0:interface=127.0.0.1", "--operator", ""])
+    options.parseOptions(
+        [*argv, "beacon", "--data", data, "--http", "tcp:0:interface=127.0.0.1", "--operator", ""]
+    )
     return options
 
 
-@pytest.fixture(autouse=True)
-def _forget_twistd_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logs, "_twistd_options", None)
+@pytest.fixture
+def sigusr1() -> Iterator[None]:
+    """SIGUSR1's handler is put back after the test."""
+    before = signal.getsignal(signal.SIGUSR1)
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, before)
 
 
-def test_twistd_beacon_logs_through_the_fast_formatter(tmp_path: Any) -> None:
-    """twistd -n beacon, to its log file: twistd's own observer with the fast formatter."""
-    path = tmp_path / "twistd.log"
-    options = twistd_options("-n", "--logfile", str(path))
-    assert options["logger"] is logs.twistd_observer
-    observer = options["logger"]()
+def twistd_application(options: ServerOptions, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """
+    What twistd does with C{twistd beacon}: make the plugin's service and
+    add it to a new application, whose L{ILogObserver} component (if any)
+    twistd then logs through.
+    """
+    monkeypatch.setattr(tap, "_keep_stderr", lambda: None)
+    application = Application("beacon")
+    tap.makeService(options.subOptions).setServiceParent(application)
+    return application
+
+
+def test_twistd_beacon_logs_through_the_fast_formatter(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sigusr1: None
+) -> None:
+    """twistd -n --logfile PATH beacon: the application's log observer writes the fast formatter's lines to PATH."""
+    path = tmp_path / "beacon.log"
+    options = twistd_options("-n", "--logfile", str(path), data=str(tmp_path / "data"))
+    observer = twistd_application(options, monkeypatch).getComponent(ILogObserver)
+    assert options["logger"] is None
     assert isinstance(observer, FileLogObserver)
     assert observer.formatEvent is format_classic_text
     (event,) = events_of(lambda log: log.info("hello {who}", who="file"))
@@ -179,27 +206,88 @@ def test_twistd_beacon_logs_through_the_fast_formatter(tmp_path: Any) -> None:
     assert path.read_text() == formatEventAsClassicLogText(event)
 
 
-def test_twistd_beacon_keeps_standard_output_with_n() -> None:
-    """With -n and no --logfile, twistd's choice stands: standard output."""
-    import sys
+def test_a_daemon_logs_to_twistd_log_rotated_on_sigusr1(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sigusr1: None
+) -> None:
+    """Daemonized without --logfile: twistd.log in the current directory, rotated (through the reactor) on SIGUSR1, as twistd's own."""
+    monkeypatch.chdir(tmp_path)
+    observer = twistd_log_observer(twistd_options(), _CallNow())
+    assert observer is not None
+    (event,) = events_of(lambda log: log.info("before"))
+    observer(event)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert (tmp_path / "twistd.log.1").read_text() == formatEventAsClassicLogText(event)
+    assert (tmp_path / "twistd.log").read_text() == ""
 
-    observer = twistd_options("-n")["logger"]()
-    assert isinstance(observer, FileLogObserver)
-    assert observer._outFile is sys.stdout  # type: ignore[attr-defined]
+
+def test_a_handler_already_on_sigusr1_stays(
+    tmp_path: Any, sigusr1: None
+) -> None:
+    """As twistd: SIGUSR1 rotates the log only if nothing else handles it."""
+    mine = lambda signum, frame: None  # noqa: E731
+    signal.signal(signal.SIGUSR1, mine)
+    twistd_log_observer(twistd_options("--logfile", str(tmp_path / "l")), _CallNow())
+    assert signal.getsignal(signal.SIGUSR1) is mine
 
 
-def test_an_explicit_logger_or_syslog_wins() -> None:
-    """--logger and --syslog are the operator's: Beacon leaves them alone."""
-    explicit = twistd_options("-n", "--logger", "twisted.logger.globalLogPublisher")
-    from twisted.logger import globalLogPublisher
+@pytest.mark.parametrize("argv", [["-n"], ["-n", "--logfile", "-"]])
+def test_twistd_beacon_keeps_standard_output_with_n(
+    argv: list[str], capsys: pytest.CaptureFixture[str], sigusr1: None
+) -> None:
+    """With -n and no --logfile, or --logfile -, twistd's choice stands: standard output."""
+    observer = twistd_log_observer(twistd_options(*argv), _CallNow())
+    assert observer is not None
+    (event,) = events_of(lambda log: log.info("to {where}", where="stdout"))
+    observer(event)
+    assert capsys.readouterr().out == formatEventAsClassicLogText(event)
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
-    assert explicit["logger"] is globalLogPublisher
-    assert logs._twistd_options is None
-    syslog = twistd_options("-n", "--syslog")
-    assert syslog["logger"] is None
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-n", "--logger", "twisted.logger.globalLogPublisher"],
+        ["-n", "--syslog"],
+        ["--logfile", "-"],  # a daemon on standard output: twistd refuses it
+    ],
+)
+def test_an_explicit_logger_or_syslog_wins(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--logger and --syslog are the operator's, and what twistd refuses it refuses: the application gets no observer of Beacon's."""
+    options = twistd_options(*argv)
+    assert twistd_application(options, monkeypatch).getComponent(ILogObserver) is None
+    if "--logger" in argv:
+        from twisted.logger import globalLogPublisher
+
+        assert options["logger"] is globalLogPublisher
+
+
+def test_an_application_with_its_own_observer_keeps_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An application that already has a log observer keeps it."""
+    options = twistd_options("-n", "--logfile", str(tmp_path / "unused"))
+    monkeypatch.setattr(tap, "_keep_stderr", lambda: None)
+    application = Application("beacon")
+    theirs = FileLogObserver(io.StringIO(), str)
+    application.setComponent(ILogObserver, theirs)
+    tap.makeService(options.subOptions).setServiceParent(application)
+    assert application.getComponent(ILogObserver) is theirs
+    assert not (tmp_path / "unused").exists()
 
 
 def test_beacon_options_alone_change_nothing() -> None:
-    """Beacon's options parsed without twistd (no parent) set nothing."""
-    use_fast_text_log(None)
-    assert logs._twistd_options is None
+    """Beacon's options parsed without twistd (no parent): no observer offered."""
+    options = tap.Options()
+    options.parseOptions(["--http", "tcp:0:interface=127.0.0.1", "--operator", ""])
+    application = Application("beacon")
+    tap.makeService(options).setServiceParent(application)
+    assert application.getComponent(ILogObserver) is None
+
+
+class _CallNow:
+    """A reactor's callFromThread, called at once."""
+
+    def callFromThread(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        f(*args, **kwargs)
