@@ -1,7 +1,7 @@
 """
 The operator's doors (seed 000, normative for the unix socket binding): the
 JSON-RPC over unix socket binding, whose peer is authenticated by the kernel
-(a 0600 socket made inside a 0700 staging directory, SO_PEERCRED on every
+(a socket born 0600 that listens only then, SO_PEERCRED on every
 connection), and the loopback bearer-token door for hosts without sockets.
 
 Everything runs on the real reactor that pytest-twisted drives; sockets live
@@ -50,7 +50,6 @@ from beacon.bindings._unix import (
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
-    bind_socket,
     peer_credentials,
     socket_url,
     write_discovery_file,
@@ -285,61 +284,40 @@ async def bearer_beacon(short_dir: str) -> AsyncIterator[Running]:
 async def test_socket_is_private_from_the_start(
     short_dir: str, serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The socket is born 0600 in a 0700 staging directory beside its path, is put in place 0600 and owned by the daemon, and the staging directory is gone afterwards."""
+    """The socket is born 0600 at its path, owned by the daemon, and nothing can connect to it before it is; nothing ever widens it, and the umask is put back."""
     path = os.path.join(short_dir, "op.sock")
     at_chmod: list[dict[str, Any]] = []
-    at_link: list[dict[str, Any]] = []
-    real_chmod, real_link = os.chmod, os.link
+    real_chmod = os.chmod
 
     def chmod(target: Any, mode: int, *args: Any, **kwargs: Any) -> None:
         if os.path.lexists(target) and stat.S_ISSOCK(os.lstat(target).st_mode):
             at_chmod.append(
-                {"target": os.fsdecode(target), "mode_before": mode_of(target)}
+                {
+                    "target": os.fsdecode(target),
+                    "mode": mode,
+                    "mode_before": mode_of(target),
+                    "answered_before": answers(os.fsdecode(target)),
+                }
             )
         real_chmod(target, mode, *args, **kwargs)
 
-    def link(source: Any, destination: Any, *args: Any, **kwargs: Any) -> None:
-        staging = os.path.dirname(os.fspath(source))
-        at_link.append(
-            {
-                "staging": staging,
-                "staging_parent": os.path.dirname(staging),
-                "staging_mode": mode_of(staging),
-                "staging_uid": os.lstat(staging).st_uid,
-                "staged_is_socket": stat.S_ISSOCK(os.lstat(source).st_mode),
-                "staged_mode": mode_of(source),
-                "destination": os.fspath(destination),
-                "destination_existed": os.path.lexists(destination),
-            }
-        )
-        real_link(source, destination, *args, **kwargs)
-
     monkeypatch.setattr(_unix.os, "chmod", chmod)
-    monkeypatch.setattr(_unix.os, "link", link)
     umask = os.umask(0o022)
     os.umask(umask)
 
     serve(path)
 
-    assert len(at_link) == 1
-    put = at_link[0]
-    assert put["staging_parent"] == short_dir
-    assert put["staging_mode"] == 0o700
-    assert put["staging_uid"] == os.getuid()
-    assert put["staged_is_socket"]
-    assert put["staged_mode"] == 0o600
-    assert put["destination"] == path
-    assert not put["destination_existed"]
-    # Born 0600 (by umask), not narrowed afterwards.
-    staged = [c for c in at_chmod if c["target"].startswith(put["staging"])]
-    assert staged and all(c["mode_before"] == 0o600 for c in staged)
-    # Nothing ever widened the final socket either.
-    assert all(c["mode_before"] == 0o600 for c in at_chmod)
+    # Born 0600 (by umask), not narrowed afterwards, and not listening
+    # until then.
+    assert [c["target"] for c in at_chmod] == [path]
+    assert at_chmod[0]["mode"] == 0o600
+    assert at_chmod[0]["mode_before"] == 0o600
+    assert not at_chmod[0]["answered_before"]
     info = os.lstat(path)
     assert stat.S_ISSOCK(info.st_mode)
     assert stat.S_IMODE(info.st_mode) == 0o600
     assert info.st_uid == os.getuid()
-    assert not os.path.exists(put["staging"])
+    assert answers(path)
     assert os.listdir(short_dir) == ["op.sock"]
     assert os.umask(umask) == umask
 
@@ -416,41 +394,45 @@ async def test_socket_removed_by_someone_else_stops_quietly(
     assert not os.path.lexists(path)
 
 
-def test_link_never_replaces_what_appeared_meanwhile(
+def test_bind_never_replaces_what_appeared_meanwhile(
     short_dir: str, serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """If something appears at the path between the check and the link, start-up fails, it is untouched, and the staging directory is removed."""
+    """If something appears at the path between the check and the bind, start-up fails naming the path, it is untouched, and the umask is put back."""
     path = os.path.join(short_dir, "op.sock")
-    real_link = os.link
+    real_check = _unix._check_path
 
-    def link(source: Any, destination: Any, *args: Any, **kwargs: Any) -> None:
-        with open(destination, "w") as f:
+    def check(target: str) -> None:
+        real_check(target)
+        with open(target, "w") as f:
             f.write("arrived meanwhile")
-        real_link(source, destination, *args, **kwargs)
 
-    monkeypatch.setattr(_unix.os, "link", link)
+    monkeypatch.setattr(_unix, "_check_path", check)
+    umask = os.umask(0o022)
+    os.umask(umask)
     with pytest.raises(StartupError) as caught:
         serve(path)
     assert path in str(caught.value)
     with open(path) as f:
         assert f.read() == "arrived meanwhile"
     assert os.listdir(short_dir) == ["op.sock"]
+    assert os.umask(umask) == umask
 
 
-def test_bind_socket_takes_a_107_byte_path_and_refuses_108(short_dir: str) -> None:
-    """bind_socket binds a path of exactly 107 bytes and refuses a longer one with ENAMETOOLONG."""
+@pytest_twisted.ensureDeferred
+async def test_socket_takes_a_107_byte_path_and_refuses_108(
+    short_dir: str, serve: Any
+) -> None:
+    """A socket path of exactly 107 bytes is served; a longer one stops start-up (ENAMETOOLONG's reason), and nothing is made."""
     prefix = short_dir + "/"
     longest = prefix + "s" * (MAX_SOCKET_PATH - len(prefix))
     assert len(longest) == 107
-    listener = bind_socket(longest)
-    try:
-        assert answers(longest)
-    finally:
-        listener.close()
-        os.unlink(longest)
-    with pytest.raises(OSError) as caught:
-        bind_socket(longest + "s")
-    assert caught.value.errno == errno.ENAMETOOLONG
+    service = serve(longest)
+    assert answers(longest)
+    await service.stopService()
+    assert os.listdir(short_dir) == []
+    with pytest.raises(StartupError) as caught:
+        serve(longest + "s")
+    assert f"longer than {MAX_SOCKET_PATH} bytes" in str(caught.value)
     assert os.listdir(short_dir) == []
 
 
@@ -464,10 +446,10 @@ async def test_stale_socket_is_replaced(
     """A socket file that nothing listens on is removed and replaced by a live one."""
     path = os.path.join(short_dir, "op.sock")
     stale_socket(path)
-    stale = identity(path)
     assert not answers(path)
     serve(path)
-    assert identity(path) != stale
+    # (Not compared by inode: the stale one's, freed, may be the new one's.)
+    assert answers(path)
     assert mode_of(path) == 0o600
     response = await unix_client(path).get("http://ignored/")
     assert await response.content() == b"hello"

@@ -13,9 +13,9 @@ interface URL C{unix:///<absolute path>})::
 
 Who may connect is the kernel's answer, not a header's:
 
-  - the socket is bound with mode 0600 inside a 0700 staging directory beside
-    its final path, then renamed into place, so no other user can reach it
-    even for a moment;
+  - the socket is born with mode 0600 (bound while the umask is 0177, by
+    Twisted's unix port asked for mode 0600) and listens only then, so no
+    other user can reach it even for a moment;
   - every connection's peer credentials are read with C{SO_PEERCRED}; only the
     daemon's own uid, or root, is served; any other connection is closed
     before a byte of HTTP is read and logged as C{a2a.unix.denied};
@@ -46,6 +46,7 @@ from typing import Any, Callable
 from twisted.application.service import Service
 from twisted.internet import tcp, unix
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort, ITransport
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
@@ -55,7 +56,6 @@ from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
 from beacon.bindings._edge import NotFound
-from beacon.errors import StartupError
 from beacon.protocol import dumps
 
 log = Logger()
@@ -224,54 +224,32 @@ def _check_path(path: str) -> None:
     log.info("a2a.unix.stale_removed: removed a stale socket at {path}", path=path)
 
 
-def bind_socket(path: str) -> socket.socket:
+def make_way(path: str) -> None:
     """
-    Create a listening unix socket at C{path} that nobody but this user can
-    reach at any moment: bound with mode 0600 inside a fresh 0700 staging
-    directory beside C{path}, then renamed into place.
+    Make ready to bind a socket at C{path}: its directory exists (made
+    0700 if missing) and nothing is at the path (a stale socket is removed).
 
     @raise SocketInUse: The path is taken (see L{_check_path}).
-    @raise OSError: The socket cannot be made.
+    @raise OSError: The path is too long, or the directory cannot be made.
     """
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         raise OSError(errno.ENAMETOOLONG, f"socket path is longer than {MAX_SOCKET_PATH} bytes")
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, mode=0o700, exist_ok=True)
     _check_path(path)
-    staging = tempfile.mkdtemp(prefix=".operator-", dir=directory)
-    staged = os.path.join(staging, "s")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        old_umask = os.umask(0o177)
-        try:
-            listener.bind(staged)
-        finally:
-            os.umask(old_umask)
-        os.chmod(staged, 0o600)
-        listener.listen(128)
-        listener.setblocking(False)
-        # rename() would replace a socket that appeared meanwhile; link() +
-        # unlink() never replaces anything.
-        os.link(staged, path)
-        os.unlink(staged)
-    except BaseException:
-        listener.close()
-        if os.path.lexists(staged):
-            os.unlink(staged)
-        raise
-    finally:
-        os.rmdir(staging)
-    return listener
 
 
 class _KeptPathPort(unix.Port):
     """
-    A unix Port that does not unlink its path when it closes: the path may
-    by then name someone else's socket. L{OperatorSocket} removes it, and
-    only while it is still the socket it made.
+    Twisted's unix L{unix.Port}, except that it does not unlink its path
+    when it closes: by then the path may name someone else's socket, and an
+    unlink that fails there would leave the port open. L{OperatorSocket}
+    removes the path itself, at once on stop and only while it is still the
+    socket it made.
     """
 
     def connectionLost(self, reason: Any) -> None:
+        # unix.Port.connectionLost is the path's unlink, then this.
         tcp.Port.connectionLost(self, reason)
 
 
@@ -279,6 +257,13 @@ class OperatorSocket(Service):
     """
     The operator's unix socket as a service: bound (safely) at start,
     removed at stop.
+
+    The socket is bound by Twisted's unix port, built for the path with mode
+    0600, while the process's umask is 0177: it is born 0600 (and the
+    port's chmod to 0600 changes nothing); the port listens only after
+    that, so nobody can connect to a socket with a wider mode at any moment.
+    Binding never replaces what is at the path (a socket that appeared
+    after the check stops start-up).
     """
 
     def __init__(self, reactor: Any, path: str, factory: Any) -> None:
@@ -297,45 +282,56 @@ class OperatorSocket(Service):
         """
         Bind the socket.
 
-        @raise beacon.errors.StartupError: It cannot be bound.
+        @raise beacon.service.StartupError: It cannot be bound.
         """
         super().privilegedStartService()
         if self._port is not None:
             return
+        from beacon.service import StartupError
 
         try:
-            listener = bind_socket(self.path)
+            make_way(self.path)
+            port = self._listen()
         except SocketInUse as e:
             log.critical("a2a.unix.listen_failed: {reason}", reason=str(e))
             raise StartupError(f"operator socket: {e}") from None
         except OSError as e:
+            reason = e.strerror or str(e)
             log.critical(
                 "a2a.unix.listen_failed: cannot listen on {path}: {reason}",
                 path=self.path,
-                reason=e.strerror,
+                reason=reason,
             )
-            raise StartupError(f"operator socket: cannot listen on {self.path}: {e.strerror}") from None
-        try:
-            info = os.lstat(self.path)
-        except BaseException:
-            listener.close()
-            raise
-        self._inode = (info.st_dev, info.st_ino)
-        # reactor.adoptStreamPort would chmod the socket to Port's default
-        # 0666 and name it by its staging path; a Port built for the final
-        # path with mode 0600 that takes over the bound socket does neither.
+            raise StartupError(f"operator socket: cannot listen on {self.path}: {reason}") from None
+        self._port = port
+        log.info("a2a.unix.listening: operator socket {path}", path=self.path)
+
+    def _listen(self) -> IListeningPort:
+        """
+        Bind and listen at the path, with mode 0600 from birth.
+
+        @raise OSError: It cannot be bound.
+        """
         port = _KeptPathPort(
             self.path, self._factory, 128, 0o600, self._reactor  # type: ignore[arg-type]
         )
-        port._preexistingSocket = listener
+        old_umask = os.umask(0o177)
         try:
             port.startListening()
+        except CannotListenError as e:
+            error = e.socketError
+            if isinstance(error, OSError):
+                raise error from None
+            raise OSError(errno.EADDRNOTAVAIL, str(error)) from None
+        finally:
+            os.umask(old_umask)
+        try:
+            info = os.lstat(self.path)
         except BaseException:
-            listener.close()
-            self._remove()
+            port.stopListening()
             raise
-        self._port = port
-        log.info("a2a.unix.listening: operator socket {path}", path=self.path)
+        self._inode = (info.st_dev, info.st_ino)
+        return port
 
     def startService(self) -> None:
         """Bind, unless L{privilegedStartService} did."""
