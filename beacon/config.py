@@ -11,24 +11,118 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings.limits import SourceResolver
-from beacon.bindings.websocket import WebSocketOptions
 from beacon.intake import CardText
 from beacon.store import parse_store_url
 
 #: The embedded defaults: what `twistd -n beacon` runs with no options.
 DEFAULT_DATA_DIR = "beacon-data"
 DEFAULT_HTTP = ("tcp:8080:interface=127.0.0.1",)
+#: Defaults of C{[limits]}: the body cap, in bytes (inclusive), and the
+#: seconds a connection may stay silent, a head may take to arrive from its
+#: first byte, and a body from the end of its head.
+DEFAULT_MAX_BODY = 64 * 1024
+DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 30.0
 
 
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
+
+
+#: Defaults of C{[websocket]} (seed 001 §7; the caps and the idle timeout
+#: are Beacon's, where a2a-rust leaves them off).
+DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+DEFAULT_WS_MAX_CONNECTIONS = 1024
+DEFAULT_WS_MAX_CONNECTIONS_PER_SOURCE = 16
+DEFAULT_WS_IDLE_TIMEOUT = 300.0
+#: Seconds a frame may take from its first byte to its last: C{[limits]
+#: body_timeout}.
+DEFAULT_FRAME_TIMEOUT = DEFAULT_BODY_TIMEOUT
+#: How many frames of one stream may wait for a consumer that does not read.
+DEFAULT_STREAM_QUEUE = 256
+
+
+@dataclass(frozen=True)
+class WebSocketOptions:
+    """
+    C{[websocket]}: the binding's limits (seed 001 §7).
+
+    @ivar allowed_origins: The origins a browser may connect from, compared
+        whole and ASCII case-insensitively; empty: any origin.
+    @ivar require_origin: Refuse upgrades without an Origin header (every
+        non-browser client sends none).
+    @ivar max_message: The largest incoming message, in bytes; a larger one
+        ends the connection.
+    @ivar max_in_flight: Requests in progress per connection (a stream
+        counts until it ends).
+    @ivar handshake_timeout: Seconds from connect to an upgraded connection
+        (the TLS handshake included on C{ssl:} listeners).
+    @ivar max_connections: Open WebSocket connections per Beacon (on a
+        listener of the binding's own, counted from accept); 0: no cap.
+    @ivar max_connections_per_source: Open WebSocket connections per
+        source (the peer address, or the forwarded one of a trusted proxy); 0: no cap.
+    @ivar idle_timeout: Seconds without a request frame, while nothing is
+        in progress, before the connection is closed; 0: never.
+    @ivar frame_timeout: Seconds from a frame's first byte to its last
+        before the connection is ended (close 1008); C{[limits]
+        body_timeout} in a configured Beacon; 0: never.
+    @ivar stream_queue: Frames of one stream held for a peer that does not
+        read, before the stream is ended as lagged.
+    """
+
+    allowed_origins: tuple[str, ...] = ()
+    require_origin: bool = False
+    max_message: int = DEFAULT_MAX_MESSAGE
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_connections: int = DEFAULT_WS_MAX_CONNECTIONS
+    max_connections_per_source: int = DEFAULT_WS_MAX_CONNECTIONS_PER_SOURCE
+    idle_timeout: float = DEFAULT_WS_IDLE_TIMEOUT
+    frame_timeout: float = DEFAULT_FRAME_TIMEOUT
+    stream_queue: int = DEFAULT_STREAM_QUEUE
+
+
+
+_DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+@dataclass(frozen=True)
+class Auth:
+    """
+    C{[auth]}: the credentials a submitter must present, as SHA-256 digests
+    (lower-case hex, made with C{printf %s "$TOKEN" | sha256sum}); none of
+    either kind: authentication is off.
+
+    @ivar api_keys: Digests of the accepted API keys (C{X-API-Key}).
+    @ivar bearer_tokens: Digests of the accepted bearer tokens
+        (C{Authorization: Bearer}).
+    """
+
+    api_keys: tuple[str, ...] = ()
+    bearer_tokens: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """
+        @raise ValueError: A digest is not 64 hex digits.
+        """
+        for kind, digests in (("api_keys", self.api_keys), ("bearer_tokens", self.bearer_tokens)):
+            normalised = tuple(d.strip().lower() for d in digests)
+            for digest in normalised:
+                if _DIGEST.match(digest) is None:
+                    raise ValueError(
+                        f"[auth] {kind} holds SHA-256 digests (64 hex digits, made "
+                        'with: printf %s "$TOKEN" | sha256sum), not secrets'
+                    )
+            object.__setattr__(self, kind, normalised)
 
 
 @dataclass(frozen=True)
@@ -47,13 +141,13 @@ class Limits:
     @ivar max_connections_per_source: Open connections per source address.
     """
 
-    max_body: int = 64 * 1024
+    max_body: int = DEFAULT_MAX_BODY
     rate: float = 2.0
     burst: int = 20
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    idle_timeout: float = 60.0
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_connections: int = 4096
     max_connections_per_source: int = 256
 
@@ -68,9 +162,6 @@ class Limits:
             "max_connections_per_source": self.max_connections_per_source,
         }
 
-    def source_resolver(self) -> SourceResolver:
-        """The L{SourceResolver} these limits describe."""
-        return SourceResolver(self.trusted_proxies)
 
 
 @dataclass(frozen=True)
@@ -119,7 +210,7 @@ class Config:
     store_url: str | None = None
     ws: tuple[str, ...] = ()
     websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
-    auth: SubmitterAuth = field(default_factory=SubmitterAuth)
+    auth: Auth = field(default_factory=lambda: Auth())
 
     @property
     def socket_path(self) -> str | None:
@@ -264,9 +355,9 @@ def _websocket_options(values: dict[str, Any]) -> WebSocketOptions:
     return options
 
 
-def _submitter_auth(values: dict[str, Any]) -> SubmitterAuth:
+def _submitter_auth(values: dict[str, Any]) -> Auth:
     try:
-        return SubmitterAuth(
+        return Auth(
             api_keys=_strings("auth", "api_keys", values.get("api_keys", [])),
             bearer_tokens=_strings("auth", "bearer_tokens", values.get("bearer_tokens", [])),
         )

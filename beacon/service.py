@@ -22,13 +22,15 @@ from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 
 from beacon.bindings.http import (
+    API_KEY_HEADER,
     BeaconSite,
+    SubmitterAuth,
     Container,
     PublicResources,
     TransportLimits,
     public_resources,
 )
-from beacon.bindings.limits import RateLimiter
+from beacon.bindings.limits import RateLimiter, SourceResolver
 from beacon.config import Config, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
@@ -46,7 +48,6 @@ from beacon.bindings._unix import (
 )
 from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
-from beacon.bindings._auth import API_KEY_HEADER
 from beacon.bindings.websocket import (
     WEBSOCKET_BINDING,
     WebSocketFactory,
@@ -160,8 +161,8 @@ def beacon_resources(
     limits = TransportLimits(
         max_body=config.limits.max_body,
         rate=RateLimiter(config.limits.rate, config.limits.burst, reactor),
-        sources=config.limits.source_resolver(),
-        auth=config.auth,
+        sources=SourceResolver(config.limits.trusted_proxies),
+        auth=SubmitterAuth.of(config.auth),
         cors_origins=frozenset(config.cors_origins),
     )
     dispatcher = Dispatcher(policy)

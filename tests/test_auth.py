@@ -47,7 +47,7 @@ def test_disabled_by_default_admits_everything() -> None:
     auth = SubmitterAuth()
     assert not auth.enabled
     assert auth.admits(None, None)
-    assert build_config().auth == auth
+    assert SubmitterAuth.of(build_config().auth) == auth
 
 
 @pytest.mark.parametrize(

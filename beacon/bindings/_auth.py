@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from dataclasses import dataclass
+
+from beacon.config import Auth
 
 #: The header that carries an API key.
 API_KEY_HEADER = "X-API-Key"
 #: The realm named in the C{WWW-Authenticate} challenges.
 REALM = "beacon"
-
-_DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 def credential_digest(secret: str) -> str:
@@ -71,33 +70,18 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class SubmitterAuth:
+class SubmitterAuth(Auth):
     """
-    C{[auth]}: the credentials a submitter must present, as SHA-256 digests.
-    With neither kind configured, authentication is off and every request is
-    admitted.
-
-    @ivar api_keys: Digests of the accepted API keys (C{X-API-Key}).
-    @ivar bearer_tokens: Digests of the accepted bearer tokens
-        (C{Authorization: Bearer}).
+    C{[auth]} at the doors: the credentials a submitter must present (the
+    configuration's L{Auth}: SHA-256 digests, checked there), and the check
+    of what a request presents. With neither kind configured,
+    authentication is off and every request is admitted.
     """
 
-    api_keys: tuple[str, ...] = ()
-    bearer_tokens: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        """
-        @raise ValueError: A digest is not 64 hex digits.
-        """
-        for kind, digests in (("api_keys", self.api_keys), ("bearer_tokens", self.bearer_tokens)):
-            normalised = tuple(d.strip().lower() for d in digests)
-            for digest in normalised:
-                if _DIGEST.match(digest) is None:
-                    raise ValueError(
-                        f"[auth] {kind} holds SHA-256 digests (64 hex digits, made "
-                        'with: printf %s "$TOKEN" | sha256sum), not secrets'
-                    )
-            object.__setattr__(self, kind, normalised)
+    @classmethod
+    def of(cls, auth: Auth) -> SubmitterAuth:
+        """The doors' check of the configured C{auth}."""
+        return auth if isinstance(auth, cls) else cls(auth.api_keys, auth.bearer_tokens)
 
     @property
     def enabled(self) -> bool:

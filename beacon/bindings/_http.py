@@ -70,6 +70,12 @@ from beacon.bindings._edge import (
     refuse_slow,
 )
 from beacon.bindings._limits import RateLimiter, SourceResolver
+from beacon.config import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY,
+)
 from beacon.protocol import (
     A2AError,
     CallContext,
@@ -83,14 +89,6 @@ from beacon.protocol._jsonrpc import failure, success
 
 log = Logger()
 
-#: The default cap on a request body, in bytes (inclusive).
-DEFAULT_MAX_BODY = 64 * 1024
-#: Default seconds a connection may stay silent.
-DEFAULT_IDLE_TIMEOUT = 60.0
-#: Default seconds from a request line to the end of its headers.
-DEFAULT_HEADER_TIMEOUT = 10.0
-#: Default seconds from the end of the headers to the end of the body.
-DEFAULT_BODY_TIMEOUT = 30.0
 
 def _too_large_body(limit: int) -> bytes:
     return error_body("too_large", f"the request body exceeds {limit} bytes")

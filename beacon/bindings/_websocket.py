@@ -86,11 +86,11 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
+from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, cast
 
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
-from autobahn.websocket.protocol import WebSocketProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
+from autobahn.websocket.utf8validator import Utf8Validator
 from twisted.application.service import Service
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IConsumer, IDelayedCall, IPushProducer, IReactorTime
@@ -102,9 +102,16 @@ from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._edge import MAX_HEAD, reason_phrase, refuse
-from beacon.bindings._http import DEFAULT_BODY_TIMEOUT, TransportLimits
+from beacon.bindings._edge import MAX_HEAD, field_lines, reason_phrase, refuse
+from beacon.bindings._http import TransportLimits
 from beacon.bindings._limits import Admission
+from beacon.config import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_MESSAGE,
+    DEFAULT_STREAM_QUEUE,
+    WebSocketOptions,
+)
 from beacon.protocol import (
     A2AError,
     CallContext,
@@ -142,20 +149,6 @@ TOO_LARGE_CODE = -31413
 #: The JSON-RPC code of a request frame over the per-source rate.
 RATE_LIMITED_CODE = -31429
 
-#: Defaults of C{[websocket]} (seed 001 §7; the caps and the idle timeout
-#: are Beacon's, where a2a-rust leaves them off).
-DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
-DEFAULT_MAX_IN_FLIGHT = 64
-DEFAULT_HANDSHAKE_TIMEOUT = 10.0
-DEFAULT_MAX_CONNECTIONS = 1024
-DEFAULT_MAX_CONNECTIONS_PER_SOURCE = 16
-DEFAULT_IDLE_TIMEOUT = 300.0
-#: Seconds a frame may take from its first byte to its last: C{[limits]
-#: body_timeout}.
-DEFAULT_FRAME_TIMEOUT = DEFAULT_BODY_TIMEOUT
-#: How many frames of one stream may wait for a consumer that does not read.
-DEFAULT_STREAM_QUEUE = 256
-
 #: How much of a frame refused unparsed is read for its id, in bytes.
 ID_PREFIX = 256
 #: The most characters of anything the peer chose that a log event carries.
@@ -169,55 +162,13 @@ _VERSION = 13
 #: The marker frame's result after a stream's last event.
 STREAM_COMPLETE = {"status": "stream_complete"}
 
-_TOKEN = re.compile(rb"\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _VISIBLE = re.compile(rb"\A[\t\x20-\x7e]*\Z")
-_LINE_END = re.compile(rb"\r?\n")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def ascii_lower(text: str) -> str:
     """C{text} with only its ASCII letters lower-cased (origin comparison)."""
     return text.translate(_ASCII_LOWER)
-
-
-@dataclass(frozen=True)
-class WebSocketOptions:
-    """
-    C{[websocket]}: the binding's limits (seed 001 §7).
-
-    @ivar allowed_origins: The origins a browser may connect from, compared
-        whole and ASCII case-insensitively; empty: any origin.
-    @ivar require_origin: Refuse upgrades without an Origin header (every
-        non-browser client sends none).
-    @ivar max_message: The largest incoming message, in bytes; a larger one
-        ends the connection.
-    @ivar max_in_flight: Requests in progress per connection (a stream
-        counts until it ends).
-    @ivar handshake_timeout: Seconds from connect to an upgraded connection
-        (the TLS handshake included on C{ssl:} listeners).
-    @ivar max_connections: Open WebSocket connections per Beacon (on a
-        listener of the binding's own, counted from accept); 0: no cap.
-    @ivar max_connections_per_source: Open WebSocket connections per
-        source (the address L{SourceResolver} names); 0: no cap.
-    @ivar idle_timeout: Seconds without a request frame, while nothing is
-        in progress, before the connection is closed; 0: never.
-    @ivar frame_timeout: Seconds from a frame's first byte to its last
-        before the connection is ended (close 1008); C{[limits]
-        body_timeout} in a configured Beacon; 0: never.
-    @ivar stream_queue: Frames of one stream held for a peer that does not
-        read, before the stream is ended as lagged.
-    """
-
-    allowed_origins: tuple[str, ...] = ()
-    require_origin: bool = False
-    max_message: int = DEFAULT_MAX_MESSAGE
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    max_connections_per_source: int = DEFAULT_MAX_CONNECTIONS_PER_SOURCE
-    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
-    frame_timeout: float = DEFAULT_FRAME_TIMEOUT
-    stream_queue: int = DEFAULT_STREAM_QUEUE
 
 
 # Errors this binding answers with, beside the dispatcher's.
@@ -390,26 +341,13 @@ def _rate_refusal(retry_after: float) -> Refusal:
 # Service parameters (seed 001 §2).
 
 
-def header_lines(head: bytes) -> list[tuple[bytes, bytes]]:
+def upgrade_lines(head: bytes) -> list[tuple[bytes, bytes]]:
     """
-    The C{(name, value)} header lines of a raw HTTP/1.1 request head, in
-    order, the request line left out. An obsolete folded line (one starting
-    with SP or HT) continues the previous value after one space; a line that
-    is not C{name: value} with a token name is left out.
+    The C{(name, value)} header lines of an upgrade's raw head (which ends
+    with a blank line), in order, the request line left out: read as
+    L{field_lines} reads a head leniently.
     """
-    lines: list[tuple[bytes, bytes]] = []
-    for line in _LINE_END.split(head)[1:]:
-        if not line:
-            continue
-        if line[:1] in (b" ", b"\t"):
-            if lines:
-                name, value = lines[-1]
-                lines[-1] = (name, value + b" " + line.strip(b" \t"))
-            continue
-        name, colon, value = line.partition(b":")
-        if colon and _TOKEN.match(name):
-            lines.append((name, value.strip(b" \t")))
-    return lines
+    return field_lines(head[head.find(b"\n") + 1 : -2]) or []
 
 
 def service_parameters(
@@ -418,7 +356,7 @@ def service_parameters(
     """
     The service parameters of an upgrade (seed 001 §2).
 
-    @param lines: Its header lines, in order (see L{header_lines}).
+    @param lines: Its header lines, in order (see L{upgrade_lines}).
     @param query: Its query parameters (only C{A2A-Version} is read).
     @return: Lower-cased names to values: lines whose value is not visible
         ASCII left out, a name's remaining lines joined with C{", "}
@@ -460,20 +398,6 @@ def _peer_host(address: Any) -> str:
     if isinstance(address, (IPv4Address, IPv6Address)):
         return address.host
     return "unknown"
-
-
-class _ClockTimer:
-    """
-    autobahn's C{IBatchedTimer} on an injected clock: one delayed call per
-    timer (autobahn's own batches them on the global reactor).
-    """
-
-    def __init__(self, clock: IReactorTime) -> None:
-        self._clock = clock
-
-    def call_later(self, delay: float, func: Any, *args: Any, **kwargs: Any) -> IDelayedCall:
-        """Call C{func} after C{delay} seconds on the clock."""
-        return self._clock.callLater(delay, func, *args, **kwargs)
 
 
 # What may reach the log, and how often.
@@ -703,96 +627,122 @@ class _FrameSink:
             self.connection.stream_ended(self)
 
 
-def _unmask(masked: bytes, key: bytes) -> bytes:
-    """C{masked} XORed with the 4-byte C{key} repeated (RFC 6455 5.3)."""
-    count = len(masked)
-    if not count:
-        return b""
-    repeated = (key * ((count >> 2) + 1))[:count]
-    return (int.from_bytes(masked, "little") ^ int.from_bytes(repeated, "little")).to_bytes(
-        count, "little"
-    )
+#: The most bytes of one read given to autobahn at once: it stops between
+#: two pieces when the transport fills, and the rest of the read waits.
+FEED = 4096
+#: Seconds Beacon waits for the peer's close after sending its own
+#: (autobahn's default close handshake timeout).
+CLOSE_TIMEOUT = 1.0
 
 
-def _text_frame(payload: bytes) -> bytes:
-    """A server's text frame (RFC 6455 5.2): final, unmasked, C{payload} whole."""
-    size = len(payload)
-    if size < 126:
-        return bytes((0x81, size)) + payload
-    if size < 0x10000:
-        return bytes((0x81, 126)) + size.to_bytes(2, "big") + payload
-    return bytes((0x81, 127)) + size.to_bytes(8, "big") + payload
+class _Message(NamedTuple):
+    """
+    A whole message: its payload when within max_body, else the first
+    L{ID_PREFIX} bytes of it; C{wire}: its frames' size on the wire.
+    """
+
+    binary: bool
+    payload: bytes | None
+    prefix: bytes | None
+    wire: int
+
+
+def _frame_head_size(length: int) -> int:
+    """The size of a masked client frame's head for a payload of C{length} (RFC 6455 5.2)."""
+    if length < 126:
+        return 6
+    return 8 if length < 0x10000 else 14
+
+
+def _invalid_utf8(connection: WebSocketA2AProtocol, payload: bytes) -> bool:
+    """
+    Whether a text message is not UTF-8; if so fail its connection with
+    close 1007 (RFC 6455 8.1), saying so as autobahn says it when it
+    checks a message itself.
+    """
+    valid, whole, _, index = Utf8Validator().validate(payload)
+    if valid and whole:
+        return False
+    if valid:
+        reason = f"UTF-8 text message payload ended within Unicode code point at payload octet index {index}"
+    else:
+        reason = f"encountered invalid UTF-8 while processing text message at payload octet index {index}"
+    connection.log.warn('failing WebSocket connection (code={code}): "{reason}"', code=1007, reason=reason)
+    connection.sendCloseFrame(1007, reason.encode("utf-8"))
+    return True
 
 
 @implementer(IPushProducer)
 class WebSocketA2AProtocol(WebSocketServerProtocol):
     """
     One WebSocket connection of the A2A binding: the upgrade's checks and
-    service parameters, then each text frame as one JSON-RPC request.
+    service parameters, then each text message as one JSON-RPC request.
 
-    Once open, the connection's bytes are split into frames here, before
-    autobahn sees them, so that each frame goes where it costs least and
-    holds least: a whole simple frame (final, masked text within
-    C{[limits] max_body}) is read here; a single frame over C{max_body} is
-    dropped as it arrives, only its first L{ID_PREFIX} bytes kept, and
-    refused; anything else (control frames, fragments, invalid frames)
-    goes to autobahn, frame by frame, and a fragmented message is dropped
-    past C{max_body}. So a connection never holds more than C{max_body}
-    (and one read) of what it receives.
+    Built on autobahn's documented surface only: the upgrade's head is
+    gathered here and given to autobahn whole (so that its rate is checked
+    before autobahn parses it); messages arrive through autobahn's
+    streaming callbacks (L{onMessageBegin}, L{onMessageFrameBegin},
+    L{onMessageFrameData}, L{onMessageFrameEnd}, L{onMessageEnd}), which
+    tell a frame's length before its payload: a message is kept up to
+    C{[limits] max_body}, past it only its first L{ID_PREFIX} bytes, so a
+    connection never holds more than C{max_body} (and one read) of what it
+    receives. Answers go out through L{sendMessage}.
+
+    Autobahn's own timers would run on the global reactor: they are off
+    (C{openHandshakeTimeout} and C{closeHandshakeTimeout} 0), and the
+    handshake and close handshake are timed here, on the factory's clock,
+    ending as autobahn's own timeouts end them (L{onOpenHandshakeTimeout},
+    L{onCloseHandshakeTimeout}).
 
     It is its transport's push producer: when the transport's buffer is
-    full it stops reading, holds what it had read but not yet split, and
-    holds outgoing frames (each stream's up to C{stream_queue}), so a peer
-    that does not read costs bounded memory.
+    full it stops reading, holds what it had read but not yet given to
+    autobahn (and the messages autobahn completed meanwhile), and holds
+    outgoing frames (each stream's up to C{stream_queue}), so a peer that
+    does not read costs bounded memory.
     """
 
     factory: WebSocketFactory
-    # Set on each connection by autobahn, from the factory's protocol options.
-    maskServerFrames: bool
-    autoFragmentSize: int
-    maxMessagePayloadSize: int
-    maxFramePayloadSize: int
-    autoPingInterval: float
-    logFrames: bool
-    logOctets: bool
-    #: Whether frames are split and simple ones read here (see the class
-    #: docstring); False: every frame goes to autobahn (for comparison).
-    read_frames_directly: bool = True
 
     def __init__(self) -> None:
         super().__init__()
         self.parameters: dict[str, str] = {}
         self.source = ""
+        self._head = b""
+        self._upgrade = b""
         self._context: CallContext | None = None
         self._refusal: Refusal | None = None
         self._refused = False
         self._counted = False
         self._source_counted = False
         self._opened = False
+        self._closing = False
+        self._close_code: int | None = None
         self._in_flight = 0
         self._streams: dict[_FrameSink, StreamAnswer] = {}
         self._paused = False
         self._pending: deque[tuple[_FrameSink | None, bytes]] = deque()
+        self._handshake: IDelayedCall | None = None
+        self._close_wait: IDelayedCall | None = None
         self._idle: IDelayedCall | None = None
         self._active_at = 0.0
-        # Splitting frames (see dataReceived).
-        self._framing = False
-        self._inbox = bytearray()
-        self._want = 0
-        self._in_message = False
-        self._skip = 0
-        self._skip_binary = False
-        self._skip_key = b""
-        self._skip_prefix = bytearray()
-        self._feed = 0
-        self._frame_cap = 0
+        # What was read and not yet given to autobahn, held while the
+        # transport is full; the messages autobahn completed meanwhile.
+        self._unfed = bytearray()
+        self._messages: deque[_Message] = deque()
+        # Bytes given to autobahn that no frame has accounted for yet (a
+        # frame head still arriving), whether a frame's payload is still
+        # arriving, and whether a frame completed since the last read.
+        self._unread = 0
+        self._in_frame = False
         self._progress = False
         self._arrival: IDelayedCall | None = None
-        # A message autobahn reads (fragments).
+        # The message arriving.
+        self._binary = False
+        self._size = 0
+        self._wire = 0
         self._parts: list[bytes] = []
-        self._held = 0
-        self._message_binary = False
-        self._message_prefix: bytes | None = None
+        self._kept = 0
+        self._prefix: bytearray | None = None
 
     @cached_property
     def log(self) -> _AutobahnLog:  # type: ignore[override]
@@ -801,41 +751,65 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     # The upgrade.
 
-    def processHandshake(self) -> None:
+    def connectionMade(self) -> None:
+        """Start the handshake's clock: the upgrade must be done within C{handshake_timeout}."""
+        super().connectionMade()
+        timeout = self.factory.options.handshake_timeout
+        if timeout:
+            self._handshake = self.factory.clock.callLater(timeout, self._handshake_expired)
+
+    def _handshake_expired(self) -> None:
+        self._handshake = None
+        self.onOpenHandshakeTimeout()
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Before the upgrade: gather its head (see L{_read_head}). Once open:
+        give autobahn what was read, unless the transport is full.
+        """
+        if self._opened:
+            if self._paused or self._unfed:
+                self._unfed += data
+            else:
+                self._feed(data)
+        elif not self._refused:
+            self._read_head(data)
+
+    def _read_head(self, data: bytes) -> None:
         """
         Once the upgrade's head is complete, count it against the source's
         rate and refuse it (429) before autobahn parses any of it; refuse a
         head that grows past L{MAX_HEAD} bytes without ending. Bytes after
-        the head are frames, split as any others.
+        the head are frames.
         """
-        if self._refused:
-            self.data = b""
-            return
-        data = self.data
-        end = data.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+        head = self._head + data
+        end = head.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
         if end < 0:
-            if len(data) > MAX_HEAD:
-                self.data = b""
+            if len(head) > MAX_HEAD:
+                self._head = b""
                 self.failHandshake("the request head is too large")
+            else:
+                self._head = head
             return
-        head_end = end + 4
-        self.source = self._source_of(data[:head_end])
+        self._head = b""
+        head, rest = head[: end + 4], head[end + 4 :]
+        self.source = self._source_of(head)
         admission = self._admit(upgrade=True)
         if not admission.admitted:
-            self.data = b""
             self._refuse_upgrade(_rate_refusal(admission.retry_after))
             return
-        rest = data[head_end:]
-        self.data = data[:head_end]
-        super().processHandshake()
-        if rest and self.state == WebSocketProtocol.STATE_OPEN:
+        self._upgrade = head
+        super().dataReceived(head)
+        if rest and self._opened:
             self.dataReceived(rest)
 
     def _source_of(self, head: bytes) -> str:
         sources = self.factory.limits.sources
         forwarded: list[bytes] = []
         if sources.trusts_proxies:
-            forwarded = [v for name, v in header_lines(head) if name.lower() == b"x-forwarded-for"]
+            forwarded = [
+                v for name, v in upgrade_lines(head) if name.lower() == b"x-forwarded-for"
+            ]
         return sources.resolve(self._peer(), forwarded)
 
     def onConnect(self, request: ConnectionRequest) -> tuple[None, dict[str, str]]:
@@ -848,7 +822,8 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         """
         factory = self.factory
         options = factory.options
-        lines = header_lines(self.http_request_data)
+        lines = upgrade_lines(self._upgrade)
+        self._upgrade = b""
         origin = request.origin  # autobahn: "" when the upgrade has none
         if not origin:
             if options.require_origin:
@@ -890,7 +865,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self.factory.open_connections += 1
 
     def _admit(self, upgrade: bool = False) -> Admission:
-        """Count the upgrade or a frame against the source's rate."""
+        """Count the upgrade or a message against the source's rate."""
         admission = self.factory.limits.rate.admit(self.source)
         if admission.first_refusal and not upgrade:
             source = self.source
@@ -926,8 +901,6 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             headers = dict(responseHeaders or ())
             unsupported = "Sec-WebSocket-Version" in headers
             refusal = _UNSUPPORTED_VERSION if unsupported else _INVALID_UPGRADE
-        # autobahn reports it as the close reason; it may quote the peer.
-        self.wasNotCleanReason = clip(reason)
         self._refuse_upgrade(refusal)
 
     def _refuse_upgrade(self, refusal: Refusal) -> None:
@@ -936,7 +909,6 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         nothing more. Counted, and logged through the factory's summary.
         """
         self._refused = True
-        self.data = b""
         self.factory.refused(refusal, self.source or _peer_host(self._peer()))
         transport = self.transport
         if transport is not None:
@@ -946,14 +918,11 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     def onOpen(self) -> None:
         """The upgrade succeeded: produce for the transport, start the idle timer."""
         self._opened = True
+        self._cancel(self._handshake)
+        self._handshake = None
         factory = self.factory
         factory.connections.add(self)
         cast(IConsumer, self.transport).registerProducer(self, True)
-        self._framing = self.read_frames_directly and not (
-            self.logOctets or self.logFrames or self.trackedTimings or self.autoPingInterval
-        )
-        caps = [cap for cap in (self.maxFramePayloadSize, self.maxMessagePayloadSize) if cap > 0]
-        self._frame_cap = min(caps) if caps else 1 << 63
         supported = version_supported(self.parameters.get("a2a-version"))
         log.info(
             "ws.connected: {source} (A2A-Version {version})",
@@ -967,186 +936,105 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     # Frames.
 
-    def dataReceived(self, data: bytes) -> None:
+    def _feed(self, data: bytes) -> None:
         """
-        Split C{data}, with what is held from earlier reads, into frames
-        (see the class docstring); before the upgrade is done, and once a
-        frame was passed that autobahn alone may judge, autobahn reads it.
-
-        A frame not yet whole is held only when it is within C{max_body};
-        held while the transport is full, the rest of a read waits for it to
-        drain. A frame still incomplete C{frame_timeout} after a read left
-        it so ends the connection.
-        """
-        if not self._framing:
-            super().dataReceived(data)
-            return
-        inbox = self._inbox
-        if inbox:
-            inbox += data
-            if self._paused or len(inbox) < self._want:
-                self._time_arrival()
-                return
-            data = bytes(inbox)
-            inbox.clear()
-        self._want = 0
-        self._split(data)
-        self._time_arrival()
-
-    def _split(self, data: bytes) -> None:
-        """
-        Route the frames of C{data}, which starts where the last frame
-        routed ended; hold what cannot be routed yet.
+        Give C{data} to autobahn, at most L{FEED} bytes at a time, until the
+        transport is full: the rest is held until it drains. Then time a
+        frame that is left incomplete.
         """
         size = len(data)
         at = 0
-        max_body = self.factory.limits.max_body
         while at < size:
-            if self._skip:
-                at = self._skip_payload(data, at)
-                continue
-            if self._feed:
-                take = min(self._feed, size - at)
-                self._feed -= take
-                super().dataReceived(data[at : at + take])
-                at += take
-                if not self._feed:
-                    self._progress = True
-                continue
-            if self.state == WebSocketProtocol.STATE_CLOSED:
-                return
-            if self._paused or size - at < 2:
+            if self._paused:
+                self._unfed += data[at:]
                 break
-            first, second = data[at], data[at + 1]
-            opcode = first & 0x0F
-            final = first & 0x80
-            length = second & 0x7F
-            if first & 0x70 or not second & 0x80:
-                return self._to_autobahn(data[at:])  # RSV bits, or not masked
-            if length < 126:
-                start = at + 6
-            elif length == 126:
-                start = at + 8
-            else:
-                start = at + 14
-            if start > size:
-                break
-            if length == 126:
-                length = (data[at + 2] << 8) | data[at + 3]
-                if length < 126:
-                    return self._to_autobahn(data[at:])
-            elif length == 127:
-                length = int.from_bytes(data[at + 2 : at + 10], "big")
-                if length < 0x10000 or length >> 63:
-                    return self._to_autobahn(data[at:])
-            control = opcode >= 8
-            if control:
-                if opcode > 10 or not final or length > 125:
-                    return self._to_autobahn(data[at:])
-            elif (
-                opcode > 2 or (opcode == 0) != self._in_message or length > self._frame_cap
-            ):
-                # A frame over max_message: autobahn closes with 1009.
-                return self._to_autobahn(data[at:])
-            end = start + length
-            if control or length <= max_body:
-                if end > size:
-                    self._want = end - at
-                    break
-                self._progress = True
-                if (
-                    final
-                    and not control
-                    and opcode
-                    and self.state == WebSocketProtocol.STATE_OPEN
-                    and self._read_whole(data, at, start, end, opcode == 2)
-                ):
-                    at = end
-                    continue
-                if not control:
-                    self._in_message = not final
-                super().dataReceived(data[at:end])
-                at = end
-                continue
-            if final and opcode:
-                # One frame over max_body: refused, so dropped unread.
-                self._skip = length
-                self._skip_binary = opcode == 2
-                self._skip_key = data[start - 4 : start]
-                if self.state == WebSocketProtocol.STATE_OPEN:
-                    self.trafficStats.incomingOctetsWireLevel += start - at
-                at = start
-                continue
-            # A fragment over max_body: autobahn reads it as it arrives;
-            # onMessageFrameData keeps no more of its message than max_body.
-            self._in_message = not final
-            self._feed = end - at
-        if at < size:
-            self._inbox += data[at:] if at else data
+            piece = data if size <= FEED else data[at : at + FEED]
+            at += len(piece)
+            self._unread += len(piece)
+            super().dataReceived(piece)
+        self._time_arrival()
 
-    def _to_autobahn(self, data: bytes) -> None:
-        """From here on autobahn reads the connection (it fails it)."""
-        self._framing = False
-        self._cancel_arrival()
-        super().dataReceived(data)
+    def onMessageBegin(self, isBinary: bool) -> None:
+        """A message begins: nothing of it is kept yet."""
+        super().onMessageBegin(isBinary)
+        self._binary = isBinary
+        self._size = 0
+        self._wire = 0
+        self._parts = []
+        self._kept = 0
+        self._prefix = None
 
-    def _read_whole(self, data: bytes, at: int, start: int, end: int, binary: bool) -> bool:
+    def onMessageFrameBegin(self, length: int) -> None:
         """
-        Read the whole final frame C{data[at:end]} (a message of its own,
-        within max_body) as autobahn would, unless it is a text frame that
-        must be parsed and its payload is not valid UTF-8 (autobahn then
-        fails the connection): its traffic counters move the same, and the
-        checks of L{onMessage} apply. A frame refused by them (rate, binary,
-        credential) is neither unmasked nor checked past its first
-        L{ID_PREFIX} bytes.
+        A frame of C{length} payload bytes begins (autobahn ends a message
+        over C{max_message} here, with close 1009). Once the message is
+        over C{max_body}, only its first L{ID_PREFIX} bytes are kept.
         """
-        key = data[start - 4 : start]
-        self._active_at = self.factory.clock.seconds()
-        error = self._check(self._admit(), binary, False)
-        if error is None:
-            payload = _unmask(data[start:end], key)
-            try:
-                payload.decode("utf-8")
-            except UnicodeDecodeError:
-                return False
-        length = end - start
-        stats = self.trafficStats
-        stats.incomingOctetsWireLevel += end - at
-        stats.incomingOctetsWebSocketLevel += length
-        stats.incomingOctetsAppLevel += length
-        stats.incomingWebSocketFrames += 1
-        stats.incomingWebSocketMessages += 1
-        if error is None:
-            self._request(payload)
-        else:
-            request_id = None
-            if not binary:
-                request_id = prefix_id(_unmask(data[start : min(end, start + ID_PREFIX)], key))
-            self._refuse(request_id, error)
-        return True
+        super().onMessageFrameBegin(length)
+        head = _frame_head_size(length)
+        self._unread -= head
+        self._wire += head + length
+        self._in_frame = True
+        if self._closing:
+            return
+        self._size += length
+        if self._prefix is None and self._size > self.factory.limits.max_body:
+            self._prefix = bytearray(b"".join(self._parts)[:ID_PREFIX])
+            self._parts = []
+            self._kept = len(self._prefix)
 
-    def _skip_payload(self, data: bytes, at: int) -> int:
-        """Drop the next bytes of a frame over max_body, keeping its first ones."""
-        take = min(self._skip, len(data) - at)
-        wanted = ID_PREFIX - len(self._skip_prefix)
-        if wanted > 0:
-            self._skip_prefix += data[at : at + min(wanted, take)]
-        self._skip -= take
-        opened = self.state == WebSocketProtocol.STATE_OPEN
-        stats = self.trafficStats
-        if opened:
-            stats.incomingOctetsWireLevel += take
-            stats.incomingOctetsWebSocketLevel += take
-            stats.incomingOctetsAppLevel += take
-        if not self._skip:
-            self._progress = True
-            prefix = _unmask(bytes(self._skip_prefix), self._skip_key)
-            self._skip_prefix = bytearray()
-            if opened:
-                stats.incomingWebSocketFrames += 1
-                stats.incomingWebSocketMessages += 1
-            self._refuse_unread(self._skip_binary, prefix)
-        return at + take
+    def onMessageFrameData(self, payload: bytes) -> None:
+        """Keep the payload up to max_body; past it, only the message's first bytes."""
+        self._unread -= len(payload)
+        if self._closing:
+            return
+        prefix = self._prefix
+        if prefix is None:
+            self._parts.append(payload)
+            self._kept += len(payload)
+        elif len(prefix) < ID_PREFIX:
+            prefix += payload[: ID_PREFIX - len(prefix)]
+            self._kept = len(prefix)
+
+    def onMessageFrameEnd(self) -> None:
+        """A frame is whole: the frame timer starts again from here."""
+        self._in_frame = False
+        self._progress = True
+
+    def onMessageEnd(self) -> None:
+        """
+        The message is whole: handle it, or, while the transport is full,
+        hold it until it drains.
+        """
+        message = _Message(
+            self._binary,
+            b"".join(self._parts) if self._prefix is None else None,
+            None if self._prefix is None else bytes(self._prefix),
+            self._wire,
+        )
+        self._parts = []
+        self._kept = 0
+        self._prefix = None
+        if self._closing:
+            return
+        if self._paused or self._messages:
+            self._messages.append(message)
+            return
+        self._handle(message)
+
+    def onPing(self, payload: bytes) -> None:
+        """A ping is whole (autobahn answers it)."""
+        self._control_frame(payload)
+        super().onPing(payload)
+
+    def onPong(self, payload: bytes) -> None:
+        """A pong is whole."""
+        self._control_frame(payload)
+        super().onPong(payload)
+
+    def _control_frame(self, payload: bytes) -> None:
+        self._unread -= _frame_head_size(len(payload)) + len(payload)
+        self._progress = True
 
     def _time_arrival(self) -> None:
         """
@@ -1154,7 +1042,9 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         transport is full): from the first such read, reset whenever a
         frame completes.
         """
-        waiting = not self._paused and (self._skip or self._feed or self._inbox)
+        waiting = (
+            not self._paused and not self._closing and (self._unread > 0 or self._in_frame)
+        )
         progress, self._progress = self._progress, False
         if not waiting:
             if self._arrival is not None:
@@ -1169,13 +1059,12 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             self._arrival.reset(timeout)
 
     def _cancel_arrival(self) -> None:
-        if self._arrival is not None and self._arrival.active():
-            self._arrival.cancel()
+        self._cancel(self._arrival)
         self._arrival = None
 
     def _arrival_expired(self) -> None:
         self._arrival = None
-        if self.state != WebSocketProtocol.STATE_OPEN:
+        if not self._opened or self._closing:
             return
         seconds = self.factory.options.frame_timeout
         source = self.source
@@ -1191,74 +1080,48 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         )
         self.sendCloseFrame(1008, b"frame timeout")
 
-    # Messages autobahn reads (fragmented ones, and frames it must judge).
+    def sendCloseFrame(
+        self, code: int | None = None, reasonUtf8: bytes | None = None, isReply: bool = False
+    ) -> None:
+        """
+        Send a close frame (L{sendClose} allows applications only 1000 and
+        3000-4999; Beacon also ends connections with 1001 and 1008, and
+        autobahn with its protocol errors), then wait, on the clock, at
+        most L{CLOSE_TIMEOUT} for the peer's own close before dropping the
+        connection as autobahn's close handshake timeout would.
+        """
+        first = self._opened and not self._closing
+        super().sendCloseFrame(code, reasonUtf8, isReply)
+        if not first:
+            return
+        self._closing = True
+        self._close_code = code
+        self._cancel_arrival()
+        if not isReply:
+            self._close_wait = self.factory.clock.callLater(CLOSE_TIMEOUT, self._close_expired)
 
-    def onMessageBegin(self, isBinary: bool) -> None:
-        super().onMessageBegin(isBinary)
-        self._message_binary = isBinary
-        self._parts = []
-        self._held = 0
-        self._message_prefix = None
-
-    def onMessageFrameData(self, payload: bytes) -> None:
-        """Keep the message up to max_body; past it, only its first bytes."""
-        if self.failedByMe:
-            return
-        if self._message_prefix is not None:
-            return
-        held = self._held + len(payload)
-        if held <= self.factory.limits.max_body:
-            self._parts.append(payload)
-            self._held = held
-            return
-        self._message_prefix = (b"".join(self._parts)[:ID_PREFIX] + payload[:ID_PREFIX])[
-            :ID_PREFIX
-        ]
-        self._parts = []
-        self._held = 0
-
-    def onMessageEnd(self) -> None:
-        """The whole message, or its refusal when it was over max_body."""
-        if self.failedByMe:
-            return
-        parts, prefix = self._parts, self._message_prefix
-        self._parts = []
-        self._held = 0
-        self._message_prefix = None
-        if prefix is not None:
-            self._refuse_unread(self._message_binary, prefix)
-        else:
-            self.onMessage(b"".join(parts), self._message_binary)
+    def _close_expired(self) -> None:
+        self._close_wait = None
+        self.onCloseHandshakeTimeout()
 
     # Requests.
 
-    def _refuse_unread(self, binary: bool, prefix: bytes) -> None:
+    def _handle(self, message: _Message) -> None:
         """
-        Answer a message over max_body, of which only C{prefix} was kept:
-        rate limited, binary, or too large, as L{onMessage} would.
-        """
-        if self.state != WebSocketProtocol.STATE_OPEN:
-            return
-        self._touch()
-        error = self._check(self._admit(), binary, True)
-        assert error is not None
-        self._refuse(None if binary else prefix_id(prefix), error)
-
-    def onMessage(self, payload: bytes, isBinary: bool) -> None:
-        """
-        One message: the transport limits and the credential, refused
+        One whole message: the transport limits and the credential, refused
         without parsing it (the id is read from its first L{ID_PREFIX}
         bytes); then the envelope, the in-flight cap and the dispatcher.
         """
-        if self.state != WebSocketProtocol.STATE_OPEN:
+        if self._closing or not self._opened:
             return  # Beacon is closing it: nothing more is run.
         self._touch()
-        error = self._check(
-            self._admit(), isBinary, len(payload) > self.factory.limits.max_body
-        )
+        payload = message.payload
+        error = self._check(self._admit(), message.binary, payload is None)
         if error is not None:
-            self._refuse(None if isBinary else prefix_id(payload[:ID_PREFIX]), error)
+            first = message.prefix if payload is None else payload[:ID_PREFIX]
+            self._refuse(None if message.binary or first is None else prefix_id(first), error)
             return
+        assert payload is not None
         self._request(payload)
 
     def _check(self, admission: Admission, binary: bool, too_large: bool) -> A2AError | None:
@@ -1280,11 +1143,17 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         return None
 
     def _request(self, payload: bytes) -> None:
-        """A text message that passed L{_check}: parse it and run it."""
+        """
+        A text message that passed L{_check}: parse it and run it. One whose
+        payload is not UTF-8 fails the connection (close 1007, RFC 6455
+        8.1), as autobahn would.
+        """
         factory = self.factory
         try:
             request = parse_request(loads(payload))
         except A2AError as error:
+            if isinstance(error, JSONParseError) and _invalid_utf8(self, payload):
+                return
             self._refuse(request_id_of(error), error)
             return
         answer_id = None if request.notification else request.id
@@ -1324,7 +1193,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     def _answered(self, response: dict[str, Any] | StreamAnswer | None) -> None:
         if isinstance(response, StreamAnswer):
-            if not self._opened or self.state != WebSocketProtocol.STATE_OPEN:
+            if not self._opened or self._closing:
                 response.stream.cancel()
                 self._finished()
                 return
@@ -1351,11 +1220,11 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         A stream with more than C{stream_queue} held frames is ended as
         lagged.
         """
-        if self.state != WebSocketProtocol.STATE_OPEN:
+        if not self._opened or self._closing:
             return
         data = dumps(response)
         if not self._paused and not self._pending:
-            self._send_text(data)
+            self.sendMessage(data, isBinary=False)
             return
         if sink is not None:
             sink.queued += 1
@@ -1363,39 +1232,6 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
                 self._lagged(sink)
                 return
         self._pending.append((sink, data))
-
-    def _send_text(self, data: bytes) -> None:
-        """
-        Send C{data} as one text message. When autobahn would send it as one
-        plain frame (no fragmentation, masking, timings, frame or octet
-        logging, queued writes, and within its message cap; Beacon never
-        negotiates compression), the frame is written here, with autobahn's
-        traffic counters moved as it moves them; otherwise autobahn's
-        L{sendMessage} sends it. Autobahn builds debug-log arguments for
-        every frame it writes, which cost more than the frame.
-        """
-        size = len(data)
-        if (
-            self.trackedTimings
-            or self.maskServerFrames
-            or self.logFrames
-            or self.logOctets
-            or self.send_queue
-            or 0 < self.autoFragmentSize < size
-            or 0 < self.maxMessagePayloadSize < size
-        ):
-            self.sendMessage(data, isBinary=False)
-            return
-        frame = _text_frame(data)
-        transport = self.transport
-        assert transport is not None
-        transport.write(frame)
-        stats = self.trafficStats
-        stats.outgoingWebSocketMessages += 1
-        stats.outgoingOctetsAppLevel += size
-        stats.outgoingOctetsWebSocketLevel += size
-        stats.outgoingWebSocketFrames += 1
-        stats.outgoingOctetsWireLevel += len(frame)
 
     def _lagged(self, sink: _FrameSink) -> None:
         # The frames already held are sent; nothing more of the stream is.
@@ -1422,7 +1258,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     def pauseProducing(self) -> None:
         """
         The transport is full: hold frames, stop reading the connection and
-        stop splitting what was read.
+        stop giving autobahn what was read.
         """
         self._paused = True
         self._cancel_arrival()  # What is not read now is not the peer's delay.
@@ -1432,22 +1268,24 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     def resumeProducing(self) -> None:
         """
-        The transport drained: send what was held, split what was read, and
-        read again, unless it filled again meanwhile.
+        The transport drained: send what was held, handle the messages
+        held, give autobahn what was read, and read again, unless it
+        filled again meanwhile.
         """
         self._paused = False
         while self._pending and not self._paused:
             sink, data = self._pending.popleft()
             if sink is not None:
                 sink.queued -= 1
-            if self.state == WebSocketProtocol.STATE_OPEN:
-                self._send_text(data)
-        if not self._paused and self._inbox and self._framing:
-            data = bytes(self._inbox)
-            self._inbox.clear()
-            self._want = 0
-            self._split(data)
-        if self._framing:
+            if self._opened and not self._closing:
+                self.sendMessage(data, isBinary=False)
+        while self._messages and not self._paused:
+            self._handle(self._messages.popleft())
+        if not self._paused and self._unfed:
+            data = bytes(self._unfed)
+            self._unfed.clear()
+            self._feed(data)
+        elif self._opened:
             self._time_arrival()
         if not self._paused:
             producer = _network_producer(self.transport)
@@ -1460,7 +1298,12 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     @property
     def held_input(self) -> int:
         """Bytes received and held, not yet answered: for the memory bound."""
-        return len(self._inbox) + self._held + len(self._skip_prefix)
+        return (
+            len(self._unfed)
+            + max(self._unread, 0)
+            + self._kept
+            + sum(message.wire for message in self._messages)
+        )
 
     @property
     def held_output(self) -> int:
@@ -1474,7 +1317,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     def _idle_check(self) -> None:
         self._idle = None
-        if self.state != WebSocketProtocol.STATE_OPEN:
+        if not self._opened or self._closing:
             return
         clock = self.factory.clock
         timeout = self.factory.options.idle_timeout
@@ -1486,19 +1329,30 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         log.info("ws.idle_closed: closed the idle connection of {source}", source=self.source)
         self.sendClose(1000, "idle")
 
+    def going_away(self, code: int = 1001, reason: str = "going away") -> None:
+        """Close the connection, if it is open, with C{code} (Beacon is stopping)."""
+        if self._opened and not self._closing:
+            self.sendCloseFrame(code, reason.encode("utf-8"))
+
+    @staticmethod
+    def _cancel(call: IDelayedCall | None) -> None:
+        if call is not None and call.active():
+            call.cancel()
+
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         """
         The connection is gone: cancel its streams and timers, free its
         slot.
         """
-        if self._idle is not None and self._idle.active():
-            self._idle.cancel()
-        self._idle = None
+        for call in (self._handshake, self._close_wait, self._idle):
+            self._cancel(call)
+        self._handshake = self._close_wait = self._idle = None
         self._cancel_arrival()
-        self._inbox.clear()
+        self._unfed.clear()
+        self._messages.clear()
         self._parts = []
-        self._held = 0
-        self._skip_prefix = bytearray()
+        self._kept = 0
+        self._prefix = None
         for sink in list(self._streams):
             self.stream_ended(sink)
         self._pending.clear()
@@ -1519,7 +1373,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             log.info(
                 "ws.closed: {source} closed (code {code})",
                 source=self.source,
-                code=self.localCloseCode or self.remoteCloseCode or code or "none",
+                code=self._close_code or code or "none",
             )
 
 
@@ -1589,7 +1443,6 @@ class WebSocketFactory(WebSocketServerFactory):
         @param extensions: The extension URIs the binding supports.
         """
         super().__init__(server=None, reactor=clock)
-        self._batched_timer = _ClockTimer(clock)
         self.dispatcher = dispatcher
         self.limits = limits
         self.clock = clock
@@ -1606,7 +1459,13 @@ class WebSocketFactory(WebSocketServerFactory):
             webStatus=False,
             maxFramePayloadSize=options.max_message,
             maxMessagePayloadSize=options.max_message,
-            openHandshakeTimeout=options.handshake_timeout,
+            # autobahn's timers run on the global reactor: the protocol
+            # times the handshakes on the clock instead.
+            openHandshakeTimeout=0,
+            closeHandshakeTimeout=0,
+            # Beacon checks the UTF-8 of the messages it parses only: a
+            # message refused unparsed is not looked at.
+            utf8validateIncoming=False,
             # A message over the cap is answered with close 1009, not a
             # silent drop, so that the peer can tell why.
             failByDrop=False,
@@ -1654,9 +1513,7 @@ class WebSocketFactory(WebSocketServerFactory):
     def close_all(self, code: int = 1001, reason: str = "going away") -> None:
         """Close every open connection (Beacon is stopping)."""
         for connection in list(self.connections):
-            if connection.state == WebSocketProtocol.STATE_OPEN:
-                # sendClose allows applications 1000 and 3000-4999 only.
-                connection.sendCloseFrame(code, reason.encode("utf-8"))
+            connection.going_away(code, reason)
 
 
 class WebSocketService(Service):
@@ -1771,7 +1628,7 @@ __all__ = [
     "WebSocketResource",
     "WebSocketService",
     "ascii_lower",
-    "header_lines",
+    "upgrade_lines",
     "service_parameters",
     "websocket_url",
 ]

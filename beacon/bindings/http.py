@@ -3,10 +3,11 @@ The public HTTP binding: agent card and A2A JSON-RPC resources, mountable in
 any Twisted L{Site} (see L{PublicResources.mount}).
 """
 
+from beacon.bindings._auth import API_KEY_HEADER, SubmitterAuth, credential_digest
 from beacon.bindings._direct import IDirectRequest, IDirectResource
 from beacon.bindings._edge import Container, error_body
+from beacon.config import DEFAULT_MAX_BODY
 from beacon.bindings._http import (
-    DEFAULT_MAX_BODY,
     BeaconSite,
     DocumentResource,
     JSONRPCResource,
@@ -18,6 +19,7 @@ from beacon.bindings._http import (
 )
 
 __all__ = [
+    "API_KEY_HEADER",
     "DEFAULT_MAX_BODY",
     "BeaconSite",
     "Container",
@@ -28,7 +30,9 @@ __all__ = [
     "LimitedRequest",
     "PreparedDocument",
     "PublicResources",
+    "SubmitterAuth",
     "TransportLimits",
+    "credential_digest",
     "error_body",
     "public_resources",
 ]
