@@ -235,15 +235,16 @@ def reason_line(finished: Finished) -> str:
 
 def assert_nothing_left(twistd: Twistd, finished: Finished) -> None:
     """No pidfile, no process, no operator socket or discovery file, no traceback in the log."""
-    assert not twistd.pidfile.exists(), "the pidfile outlived a failed start"
-    assert not (twistd.data / "operator.sock").exists(), "a failed start left operator.sock"
-    assert not (twistd.data / "operator-http.json").exists()
-    assert "Traceback" not in finished.log, finished.log
-    # The daemon, if there was one, is gone (bounded wait: it may be exiting).
+    # The daemon, if there was one, is gone (bounded wait: it may be exiting;
+    # it removes its pidfile after telling the parent, which exits at once).
     deadline = time.monotonic() + EXIT_TIMEOUT
     while twistd.running() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert twistd.running() == []
+    assert not twistd.pidfile.exists(), "the pidfile outlived a failed start"
+    assert not (twistd.data / "operator.sock").exists(), "a failed start left operator.sock"
+    assert not (twistd.data / "operator-http.json").exists()
+    assert "Traceback" not in finished.log, finished.log
 
 
 @pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "foreground"])
