@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -448,6 +449,76 @@ def test_tcp_connections_get_no_delay() -> None:
     assert transport.no_delay is True
 
 
+#: The client side's bound on each socket operation of the TLS test: a
+#: safety net for a loaded machine, never what the test measures.
+SOCKET_TIMEOUT = 60.0
+#: The server side's limits in the TLS test: far above SOCKET_TIMEOUT, so
+#: that a slow machine fails on the client's bound, never on Beacon's.
+SERVER_LIMIT = 600
+
+
+def wss_send(port: int, context: ssl.SSLContext, text: bytes) -> tuple[int, bytes]:
+    """
+    Upgrade a new TLS connection to C{/a2a/ws}, send C{text} as one text
+    frame, read the first text frame back, then close (RFC 6455).
+
+    One thread owns the SSL socket: websockets' threaded client reads in a
+    thread of its own while the caller writes, and an SSL object used from
+    two threads at once (TLS 1.3: the server's session tickets are read
+    while the upgrade is written) can lose what was written, so that the
+    upgrade is never answered. websockets' protocol without I/O
+    (C{ClientProtocol}) does the framing here.
+
+    @return: The upgrade's status and the first text frame's payload.
+    """
+    from websockets.client import ClientProtocol
+    from websockets.frames import Frame, Opcode
+    from websockets.http11 import Response
+    from websockets.uri import parse_uri
+
+    protocol = ClientProtocol(parse_uri(f"wss://127.0.0.1:{port}/a2a/ws"))
+    with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+
+            def flush() -> None:
+                for data in protocol.data_to_send():
+                    if data:
+                        sock.sendall(data)
+
+            def receive() -> Response | Frame | None:
+                """The next event; None once the server has closed."""
+                while True:
+                    events = protocol.events_received()
+                    if events:
+                        assert len(events) == 1, events
+                        event = events[0]
+                        assert isinstance(event, (Response, Frame)), event
+                        return event
+                    data = sock.recv(65536)
+                    if not data:
+                        protocol.receive_eof()
+                        return None
+                    protocol.receive_data(data)
+
+            request = protocol.connect()
+            request.headers["A2A-Version"] = "1.0"
+            protocol.send_request(request)
+            flush()
+            response = receive()
+            assert isinstance(response, Response), response
+            assert protocol.handshake_exc is None, protocol.handshake_exc
+            protocol.send_text(text)
+            flush()
+            frame = receive()
+            assert isinstance(frame, Frame) and frame.opcode is Opcode.TEXT, frame
+            # The closing handshake: the server answers close and ends TCP.
+            protocol.send_close(1000)
+            flush()
+            while (closing := receive()) is not None:
+                assert isinstance(closing, Frame) and closing.opcode is Opcode.CLOSE, closing
+    return response.status_code, bytes(frame.data)
+
+
 @pytest_twisted.ensureDeferred
 async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_path: Path) -> None:
     """
@@ -455,17 +526,29 @@ async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_pat
     the card and a SendMessage from the direct channel, then a 404 and the
     card again from twisted.web after the hand-over; a WebSocket upgrade on
     the same site takes its connection over.
+
+    The client runs in a thread, each socket operation bounded by
+    L{SOCKET_TIMEOUT}; Beacon's own time limits (L{SERVER_LIMIT}) run on
+    the real reactor and are set well above it.
     """
     from twisted.internet import reactor, threads
     from twisted.internet.endpoints import serverFromString
-    from websockets.sync.client import connect as ws_connect
 
     from test_websocket import _certificate
 
     cert_path, key_path = _certificate(tmp_path)
     store = MemoryStore()
-    resources = beacon_resources(build_config({"limits": {"rate": 0}}), store, reactor)
-    site = BeaconSite(resources.mount(Container()), clock=reactor)
+    config = build_config(
+        {"limits": {"rate": 0}, "websocket": {"handshake_timeout": SERVER_LIMIT}}
+    )
+    resources = beacon_resources(config, store, reactor)
+    site = BeaconSite(
+        resources.mount(Container()),
+        clock=reactor,
+        idle_timeout=SERVER_LIMIT,
+        header_timeout=SERVER_LIMIT,
+        body_timeout=SERVER_LIMIT,
+    )
     built: list[Any] = []
     build = site.buildProtocol
     site.buildProtocol = lambda addr: built.append(build(addr)) or built[-1]  # type: ignore[method-assign]
@@ -478,7 +561,9 @@ async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_pat
     context = ssl.create_default_context(cafile=str(cert_path))
 
     def exchange() -> list[tuple[int, bytes]]:
-        connection = http.client.HTTPSConnection("127.0.0.1", address.port, context=context, timeout=10)
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", address.port, context=context, timeout=SOCKET_TIMEOUT
+        )
         answers = []
         for method, path, body in [
             ("GET", "/.well-known/agent-card.json", None),
@@ -491,14 +576,7 @@ async def test_over_tls_plain_requests_hand_over_and_upgrade_on_one_site(tmp_pat
             response = connection.getresponse()
             answers.append((response.status, response.read()))
         connection.close()
-        with ws_connect(
-            f"wss://127.0.0.1:{address.port}/a2a/ws",
-            ssl=context,
-            additional_headers={"A2A-Version": "1.0"},
-            open_timeout=10,
-        ) as ws:
-            ws.send(SEND.decode())
-            answers.append((101, ws.recv(timeout=10).encode()))
+        answers.append(wss_send(address.port, context, SEND))
         return answers
 
     try:
