@@ -35,7 +35,7 @@ from beacon.config import Config, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
 from beacon.listeners import Listeners, derive_public_url
-from beacon.bindings._unix import (
+from beacon.bindings.unix import (
     UNIX_BINDING,
     BearerGate,
     OperatorSocket,
@@ -55,9 +55,10 @@ from beacon.bindings.websocket import (
     WebSocketService,
     websocket_url,
 )
-from beacon.intake._card import WEBSOCKET_PATH
 from beacon.intake import (
+    EXTENSION_DECLARATIONS,
     EXTENSION_METHODS,
+    WEBSOCKET_PATH,
     OperatorPolicy,
     PublicPolicy,
     discovery_document,
@@ -65,7 +66,6 @@ from beacon.intake import (
     public_card,
     schema_validator,
 )
-from beacon.intake._operator import EXTENSION_DECLARATIONS
 from beacon.protocol import PROTOCOL_VERSION, Dispatcher
 from beacon.store import ISubmissionStore, open_store, sqlite_url
 

@@ -715,7 +715,7 @@ def test_parse_extensions() -> None:
 def test_nul_in_a_string_field_is_invalid_params() -> None:
     """A NUL inside a string field (an id, say) is -32602, before any store sees it."""
     from beacon.protocol import InvalidParamsError
-    from beacon.protocol._types import parse_get_task, parse_send_message
+    from beacon.protocol.types import parse_get_task, parse_send_message
 
     with pytest.raises(InvalidParamsError):
         parse_get_task({"id": "abc\x00def"})

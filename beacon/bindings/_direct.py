@@ -46,7 +46,7 @@ import math
 import re
 from functools import lru_cache
 from io import BytesIO
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol as TypingProtocol
 from urllib.parse import parse_qs
 
 from twisted.internet.defer import Deferred
@@ -80,8 +80,6 @@ from beacon.bindings._edge import (
     refuse_slow,
 )
 
-if TYPE_CHECKING:
-    from beacon.bindings._http import BeaconSite
 
 log = Logger()
 
@@ -97,6 +95,20 @@ _HEADER_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
 _HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
 #: Request headers whose presence hands a request to twisted.web.
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
+
+
+class DirectSite(TypingProtocol):
+    """
+    What a L{DirectChannel} reads of its site (a L{BeaconSite}): the
+    resource tree, the clock and the limits.
+    """
+
+    resource: Any
+    reactor: Any
+    max_body: int
+    timeOut: float | None
+    header_timeout: float | None
+    body_timeout: float | None
 
 
 class IDirectRequest(Interface):
@@ -451,7 +463,7 @@ class DirectChannel(Protocol):
 
     def __init__(
         self,
-        site: BeaconSite,
+        site: DirectSite,
         fallback: Callable[[], Any],
         release: Callable[[], None],
     ) -> None:

@@ -83,9 +83,10 @@ from beacon.protocol import (
     IStreamSink,
     StreamAnswer,
     dumps,
+    failure,
     parse_extensions,
+    success,
 )
-from beacon.protocol._jsonrpc import failure, success
 
 log = Logger()
 

@@ -56,6 +56,7 @@ from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
 from beacon.bindings._edge import NotFound
+from beacon.errors import StartupError
 from beacon.protocol import dumps
 
 log = Logger()
@@ -282,12 +283,11 @@ class OperatorSocket(Service):
         """
         Bind the socket.
 
-        @raise beacon.service.StartupError: It cannot be bound.
+        @raise beacon.errors.StartupError: It cannot be bound.
         """
         super().privilegedStartService()
         if self._port is not None:
             return
-        from beacon.service import StartupError
 
         try:
             make_way(self.path)

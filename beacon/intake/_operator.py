@@ -44,13 +44,14 @@ from beacon.protocol import (
     InternalError,
     InvalidParamsError,
     Method,
+    ParamsReader,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
     format_timestamp,
+    params_parser,
 )
-from beacon.protocol import _types as types
-from beacon.protocol._types import _parser, _Reader
+from beacon.protocol import types
 from beacon.store import (
     STATE_COMPLETED,
     STATE_REJECTED,
@@ -79,7 +80,7 @@ DEFAULT_PAGE_SIZE = 50
 _TOKEN = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
-def _decide_request(reader: _Reader) -> tuple[str, str, str | None]:
+def _decide_request(reader: ParamsReader) -> tuple[str, str, str | None]:
     task_id = reader.string("id", required=True, limit=types.MAX_ID_LENGTH)
     decision = reader.string("decision", required=True)
     if decision and decision not in DECISIONS:
@@ -88,18 +89,18 @@ def _decide_request(reader: _Reader) -> tuple[str, str, str | None]:
     return task_id, decision, note
 
 
-def _follow_request(reader: _Reader) -> None:
+def _follow_request(reader: ParamsReader) -> None:
     return None
 
 
 #: The operator policy's extension methods.
 EXTENSION_METHODS = {
     "beacon.review.Decide": ExtensionMethod(
-        REVIEW_EXTENSION, Method(_parser(_decide_request), "decide")
+        REVIEW_EXTENSION, Method(params_parser(_decide_request), "decide")
     ),
     "beacon.inbox.Follow": ExtensionMethod(
         INBOX_EVENTS_EXTENSION,
-        Method(_parser(_follow_request), "follow", streaming=True),
+        Method(params_parser(_follow_request), "follow", streaming=True),
     ),
 }
 

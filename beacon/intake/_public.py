@@ -36,7 +36,7 @@ from beacon.protocol import (
     UnsupportedOperationError,
     format_timestamp,
 )
-from beacon.protocol import _types as types
+from beacon.protocol import types
 from beacon.store import (
     STATE_SUBMITTED,
     ISubmissionStore,

@@ -35,11 +35,25 @@ from beacon.protocol._errors import (
     VersionNotSupportedError,
     error_object,
 )
+from beacon.protocol._errors import ERROR_INFO_TYPE, RETRY_INFO_TYPE
 from beacon.protocol._native import INativeHandler
 from beacon.protocol._stream import CollectingSink, EventStream, IStreamSink
-from beacon.protocol._jsonrpc import RPCRequest, dumps, loads, parse_request
-from beacon.protocol._types import (
+from beacon.protocol._jsonrpc import (
+    MAX_NUMERIC_ID,
+    MAX_REQUEST_ID_LENGTH,
+    RequestId,
+    RPCRequest,
+    dumps,
+    failure,
+    loads,
+    parse_request,
+    request_id_of,
+    success,
+)
+from beacon.protocol.types import (
     Message,
+    ParamsReader,
+    params_parser,
     Part,
     TASK_STATES,
     SendMessageRequest,
@@ -49,6 +63,12 @@ from beacon.protocol._types import (
 
 __all__ = [
     "A2A_DOMAIN",
+    "ERROR_INFO_TYPE",
+    "MAX_NUMERIC_ID",
+    "MAX_REQUEST_ID_LENGTH",
+    "ParamsReader",
+    "RETRY_INFO_TYPE",
+    "RequestId",
     "A2AError",
     "CallContext",
     "CollectingSink",
@@ -83,6 +103,10 @@ __all__ = [
     "VersionNotSupportedError",
     "dumps",
     "error_object",
+    "failure",
+    "params_parser",
+    "request_id_of",
+    "success",
     "format_timestamp",
     "loads",
     "parse_extensions",

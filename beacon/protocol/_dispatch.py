@@ -21,7 +21,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface
 
-from beacon.protocol import _types as types
+from beacon.protocol import types
 from beacon.protocol._stream import EventStream
 from beacon.protocol._errors import (
     A2AError,

@@ -192,7 +192,7 @@ def _snake(name: str) -> str:
 
 
 @dataclass
-class _Reader:
+class ParamsReader:
     """
     Reads one ProtoJSON object, collecting every violation so that the error
     names all failing fields at once.
@@ -303,7 +303,7 @@ class _Reader:
             self._fail(name, "must be an RFC 3339 UTC timestamp ending in Z")
         return parsed
 
-    def child(self, name: str, *, required: bool = False) -> _Reader | None:
+    def child(self, name: str, *, required: bool = False) -> ParamsReader | None:
         value = self.raw(name)
         if value is None:
             if required:
@@ -312,9 +312,9 @@ class _Reader:
         if not isinstance(value, dict):
             self._fail(name, "must be an object")
             return None
-        return _Reader(value, self._where(name), self.violations)
+        return ParamsReader(value, self._where(name), self.violations)
 
-    def children(self, name: str, *, required: bool = False) -> list[_Reader]:
+    def children(self, name: str, *, required: bool = False) -> list[ParamsReader]:
         value = self.raw(name)
         if value is None or value == []:
             if required:
@@ -329,7 +329,7 @@ class _Reader:
             if not isinstance(item, dict):
                 self._fail(where, "must be an object")
                 continue
-            readers.append(_Reader(item, self._where(where), self.violations))
+            readers.append(ParamsReader(item, self._where(where), self.violations))
         return readers
 
 
@@ -370,7 +370,7 @@ def _format_second(seconds: int) -> str:
 _PART_MEMBERS = ("text", "raw", "url", "data")
 
 
-def _part(reader: _Reader) -> Part | None:
+def _part(reader: ParamsReader) -> Part | None:
     present = [m for m in _PART_MEMBERS if m in reader.obj]
     if len(present) != 1:
         reader._fail("", "a part must have exactly one of text, raw, url or data")
@@ -392,7 +392,7 @@ def _part(reader: _Reader) -> Part | None:
     )
 
 
-def _message(reader: _Reader) -> Message:
+def _message(reader: ParamsReader) -> Message:
     parts = [_part(r) for r in reader.children("parts", required=True)]
     role = reader.enum("role", ROLES)
     if role == "ROLE_UNSPECIFIED":
@@ -409,7 +409,7 @@ def _message(reader: _Reader) -> Message:
     )
 
 
-def _push_config(reader: _Reader) -> TaskPushNotificationConfig:
+def _push_config(reader: ParamsReader) -> TaskPushNotificationConfig:
     auth = reader.child("authentication")
     return TaskPushNotificationConfig(
         url=reader.string("url", required=True),
@@ -428,7 +428,7 @@ def _push_config(reader: _Reader) -> TaskPushNotificationConfig:
     )
 
 
-def _send_message(reader: _Reader) -> SendMessageRequest:
+def _send_message(reader: ParamsReader) -> SendMessageRequest:
     message = reader.child("message", required=True)
     config = reader.child("configuration")
     configuration = None
@@ -450,7 +450,7 @@ def _send_message(reader: _Reader) -> SendMessageRequest:
     )
 
 
-def _get_task(reader: _Reader) -> GetTaskRequest:
+def _get_task(reader: ParamsReader) -> GetTaskRequest:
     return GetTaskRequest(
         id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
         history_length=reader.int32("historyLength", minimum=0),
@@ -458,7 +458,7 @@ def _get_task(reader: _Reader) -> GetTaskRequest:
     )
 
 
-def _list_tasks(reader: _Reader) -> ListTasksRequest:
+def _list_tasks(reader: ParamsReader) -> ListTasksRequest:
     page_size = reader.int32("pageSize")
     if page_size is not None and not (1 <= page_size <= 100):
         reader._fail("pageSize", "must be between 1 and 100")
@@ -474,7 +474,7 @@ def _list_tasks(reader: _Reader) -> ListTasksRequest:
     )
 
 
-def _cancel_task(reader: _Reader) -> CancelTaskRequest:
+def _cancel_task(reader: ParamsReader) -> CancelTaskRequest:
     return CancelTaskRequest(
         id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
         metadata=reader.struct("metadata"),
@@ -482,14 +482,14 @@ def _cancel_task(reader: _Reader) -> CancelTaskRequest:
     )
 
 
-def _subscribe(reader: _Reader) -> SubscribeToTaskRequest:
+def _subscribe(reader: ParamsReader) -> SubscribeToTaskRequest:
     return SubscribeToTaskRequest(
         id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
         tenant=reader.string("tenant"),
     )
 
 
-def _push_config_ref(reader: _Reader) -> TaskPushNotificationConfigRequest:
+def _push_config_ref(reader: ParamsReader) -> TaskPushNotificationConfigRequest:
     return TaskPushNotificationConfigRequest(
         task_id=reader.string("taskId", required=True, limit=MAX_ID_LENGTH),
         id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
@@ -497,7 +497,7 @@ def _push_config_ref(reader: _Reader) -> TaskPushNotificationConfigRequest:
     )
 
 
-def _list_push_configs(reader: _Reader) -> ListTaskPushNotificationConfigsRequest:
+def _list_push_configs(reader: ParamsReader) -> ListTaskPushNotificationConfigsRequest:
     return ListTaskPushNotificationConfigsRequest(
         task_id=reader.string("taskId", required=True, limit=MAX_ID_LENGTH),
         page_size=reader.int32("pageSize", minimum=0),
@@ -506,11 +506,11 @@ def _list_push_configs(reader: _Reader) -> ListTaskPushNotificationConfigsReques
     )
 
 
-def _extended_card(reader: _Reader) -> GetExtendedAgentCardRequest:
+def _extended_card(reader: ParamsReader) -> GetExtendedAgentCardRequest:
     return GetExtendedAgentCardRequest(tenant=reader.string("tenant"))
 
 
-def _parser(build: Callable[[_Reader], T]) -> Callable[[Any], T]:
+def params_parser(build: Callable[[ParamsReader], T]) -> Callable[[Any], T]:
     def parse(params: Any) -> T:
         if params is None:
             params = {}
@@ -518,7 +518,7 @@ def _parser(build: Callable[[_Reader], T]) -> Callable[[Any], T]:
             raise InvalidParamsError(
                 "params must be an object", field_violations=[("params", "must be an object")]
             )
-        reader = _Reader(params, "")
+        reader = ParamsReader(params, "")
         value = build(reader)
         if reader.violations:
             raise InvalidParamsError(field_violations=reader.violations)
@@ -527,12 +527,12 @@ def _parser(build: Callable[[_Reader], T]) -> Callable[[Any], T]:
     return parse
 
 
-parse_send_message = _parser(_send_message)
-parse_get_task = _parser(_get_task)
-parse_list_tasks = _parser(_list_tasks)
-parse_cancel_task = _parser(_cancel_task)
-parse_subscribe_to_task = _parser(_subscribe)
-parse_push_config = _parser(_push_config)
-parse_push_config_ref = _parser(_push_config_ref)
-parse_list_push_configs = _parser(_list_push_configs)
-parse_get_extended_card = _parser(_extended_card)
+parse_send_message = params_parser(_send_message)
+parse_get_task = params_parser(_get_task)
+parse_list_tasks = params_parser(_list_tasks)
+parse_cancel_task = params_parser(_cancel_task)
+parse_subscribe_to_task = params_parser(_subscribe)
+parse_push_config = params_parser(_push_config)
+parse_push_config_ref = params_parser(_push_config_ref)
+parse_list_push_configs = params_parser(_list_push_configs)
+parse_get_extended_card = params_parser(_extended_card)

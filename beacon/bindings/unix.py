@@ -1,0 +1,29 @@
+"""
+The operator's doors: the unix socket whose peers the kernel names
+(SO_PEERCRED) and the loopback bearer-token door, with their discovery
+helpers.
+"""
+
+from beacon.bindings._unix import (
+    UNIX_BINDING,
+    BearerGate,
+    OperatorSocket,
+    PeerCheckedFactory,
+    RootEndpoint,
+    new_token,
+    operator_of,
+    socket_url,
+    write_discovery_file,
+)
+
+__all__ = [
+    "UNIX_BINDING",
+    "BearerGate",
+    "OperatorSocket",
+    "PeerCheckedFactory",
+    "RootEndpoint",
+    "new_token",
+    "operator_of",
+    "socket_url",
+    "write_discovery_file",
+]
