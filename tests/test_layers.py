@@ -1,0 +1,152 @@
+"""
+The layers hold: Beacon's imports, read from its source, make no circle and
+every arrow between rooms points down the map of C{docs/architecture.rst}.
+
+Each room is a package or a top-level module of C{beacon}; a room may import
+only rooms on lower floors (and its own modules). Inside a room the modules
+form no circle either. An import inside a function or under
+C{TYPE_CHECKING} counts like any other: an arrow is an arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import beacon
+
+ROOT = Path(beacon.__file__).parent
+
+#: The floors, from the ground up; a room imports only rooms below it.
+FLOORS: list[set[str]] = [
+    {"beacon", "beacon.errors", "beacon.logs"},
+    {"beacon.protocol", "beacon.store", "beacon.heap", "beacon.listeners"},
+    {"beacon.intake", "beacon.client", "beacon.testing"},
+    {"beacon.config"},
+    {"beacon.bindings"},
+    {"beacon.service"},
+    {"beacon.tap", "beacon.cli"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of Beacon's modules (resolved to modules)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == "beacon")
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base.split(".")[0] != "beacon":
+                    continue
+                for alias in node.names:
+                    child = f"{base}.{alias.name}"
+                    targets.add(child if child in modules else base)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _floor(room: str) -> int:
+    for number, rooms in enumerate(FLOORS):
+        if room in rooms:
+            return number
+    raise AssertionError(f"{room} is on no floor of the map: add it to FLOORS and the docs")
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_room_is_on_the_map() -> None:
+    """Each package and top-level module of beacon has its floor."""
+    rooms = {_room(m) for m in _modules()}
+    for room in rooms:
+        _floor(room)
+
+
+def test_no_import_circle() -> None:
+    """No module reaches itself through its imports."""
+    circles = _circles(_imports(_modules()))
+    assert circles == [], f"import circles: {circles}"
+
+
+def test_every_arrow_between_rooms_points_down() -> None:
+    """A room imports only rooms on lower floors."""
+    wrong = []
+    for module, targets in _imports(_modules()).items():
+        room = _room(module)
+        for target in sorted(targets):
+            other = _room(target)
+            if other != room and _floor(other) >= _floor(room):
+                wrong.append(f"{module} -> {target} ({room} is on floor {_floor(room)}, {other} on {_floor(other)})")
+    assert wrong == [], "arrows that do not point down:\n" + "\n".join(wrong)
+
+
+def test_no_room_reaches_into_another_rooms_private_modules() -> None:
+    """Between rooms, imports go through a package's public face (its __init__ or a module without a leading underscore)."""
+    wrong = []
+    for module, targets in _imports(_modules()).items():
+        for target in sorted(targets):
+            if _room(target) != _room(module) and any(
+                part.startswith("_") for part in target.split(".")[2:]
+            ):
+                wrong.append(f"{module} -> {target}")
+    assert wrong == [], "imports of another room's private modules:\n" + "\n".join(wrong)
+
+
+def test_the_checks_find_what_they_look_for() -> None:
+    """A circle and an arrow up are found in a graph made to have them."""
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _floor("beacon.bindings") > _floor("beacon.config") > _floor("beacon.protocol")
