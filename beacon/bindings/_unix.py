@@ -57,7 +57,7 @@ from twisted.web.resource import IResource, Resource
 
 from beacon.bindings._edge import NotFound
 from beacon.errors import StartupError
-from beacon.protocol import dumps
+from beacon.protocol import ERROR_INFO_TYPE, dumps
 
 log = Logger()
 
@@ -420,7 +420,7 @@ class _Unauthorized(Resource):
                     "message": "a bearer token is required (see the operator discovery file)",
                     "data": [
                         {
-                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "@type": ERROR_INFO_TYPE,
                             "reason": "UNAUTHENTICATED",
                             "domain": "a2a-protocol.org",
                         }

@@ -70,7 +70,7 @@ from beacon.client._select import (
     select_interface,
 )
 from beacon.client._sse import DEFAULT_MAX_EVENT, EventTooLarge, SSEReader
-from beacon.client._stream import EventStream
+from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline
 from beacon.client._websocket import DEFAULT_MAX_MESSAGE
 
@@ -101,7 +101,7 @@ __all__ = [
     "ClientError",
     "Deadline",
     "Discovery",
-    "EventStream",
+    "ResponseStream",
     "EventTooLarge",
     "Feed",
     "HTTPStatusError",

@@ -58,7 +58,7 @@ from beacon.client._jsonrpc import (
 )
 from beacon.client._select import Selected, select_interface
 from beacon.client._sse import DEFAULT_MAX_EVENT
-from beacon.client._stream import EventStream
+from beacon.client._stream import ResponseStream
 from beacon.client._transport import (
     Deadline,
     DialFactory,
@@ -297,7 +297,7 @@ class A2AClient:
     (from a card already fetched) or L{discover} (fetch, then choose).
 
     Each method returns a L{Deferred} (or, for the two streaming methods,
-    an L{EventStream}) that fails only with a L{ClientError}; cancelling it
+    an L{ResponseStream}) that fails only with a L{ClientError}; cancelling it
     aborts the request.
     """
 
@@ -468,7 +468,7 @@ class A2AClient:
 
     def stream(
         self, method: str, params: dict[str, Any], *, extensions: Sequence[str] | None = None
-    ) -> EventStream:
+    ) -> ResponseStream:
         """Call a streaming method; its StreamResponse events."""
         return self._transport.stream(
             next(self._ids), method, self._params(dict(params)), self._extensions_for(extensions)
@@ -501,7 +501,7 @@ class A2AClient:
         metadata: Mapping[str, Any] | None = None,
         *,
         extensions: Sequence[str] | None = None,
-    ) -> EventStream:
+    ) -> ResponseStream:
         """C{SendStreamingMessage}: StreamResponse events."""
         return self.stream(
             "SendStreamingMessage", _send_params(message, configuration, metadata), extensions=extensions
@@ -534,7 +534,7 @@ class A2AClient:
             params["metadata"] = dict(metadata)
         return self.call("CancelTask", params, extensions=extensions, check=_is_task)
 
-    def subscribe_to_task(self, task_id: str, *, extensions: Sequence[str] | None = None) -> EventStream:
+    def subscribe_to_task(self, task_id: str, *, extensions: Sequence[str] | None = None) -> ResponseStream:
         """C{SubscribeToTask}: the Task's snapshot, then its updates."""
         return self.stream("SubscribeToTask", {"id": task_id}, extensions=extensions)
 

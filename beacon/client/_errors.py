@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The C{@type} of a C{google.rpc.ErrorInfo} detail.
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+from beacon.protocol import ERROR_INFO_TYPE
 
 
 class ClientError(Exception):

@@ -35,7 +35,7 @@ from twisted.web.iweb import IResponse
 
 from beacon.client._errors import HTTPStatusError, InvalidResponse, RPCError, Timeout
 from beacon.client._sse import SSEReader
-from beacon.client._stream import EventStream
+from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline, client_error, read_body
 from beacon.protocol import JSONParseError, dumps, loads
 
@@ -185,7 +185,7 @@ class HTTPTransport:
 
     def stream(
         self, request_id: int, method: str, params: Any, extensions: tuple[str, ...]
-    ) -> EventStream:
+    ) -> ResponseStream:
         """One streaming call; its events as they arrive."""
         holder: dict[str, Any] = {}
 
@@ -197,7 +197,7 @@ class HTTPTransport:
             if "reader" in holder:
                 holder["reader"].resume()
 
-        events = EventStream(
+        events = ResponseStream(
             self._clock, self.address, self._response_timeout, self._idle_timeout,
             peer=self._peer, pause=pause, resume=resume,
         )
@@ -240,4 +240,4 @@ async def _nothing() -> None:
     return None
 
 
-StreamFactory = Callable[[int, str, Any, tuple[str, ...]], EventStream]
+StreamFactory = Callable[[int, str, Any, tuple[str, ...]], ResponseStream]

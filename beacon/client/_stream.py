@@ -27,7 +27,7 @@ from beacon.client._errors import ClientError, Timeout, TransportError
 MAX_QUEUED_EVENTS = 100
 
 
-class EventStream:
+class ResponseStream:
     """
     The events of one streaming call. Iterate with C{async for}; call
     L{cancel} to stop early. The iteration ends when the peer ends the
@@ -147,7 +147,7 @@ class EventStream:
         self._abort()
         self.end()
 
-    def __aiter__(self) -> EventStream:
+    def __aiter__(self) -> ResponseStream:
         return self
 
     async def __anext__(self) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from twisted.python.failure import Failure
 
 from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
 from beacon.client._jsonrpc import A2A_VERSION, json_or_none, rpc_error
-from beacon.client._stream import EventStream
+from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline, DialFactory, client_error
 from beacon.protocol import dumps
 
@@ -83,7 +83,7 @@ class _Connection:
         self.protocol: _Protocol | None = None
         self.closed = False
         self.close_reason = ""
-        self._pending: dict[int, Deferred[Any] | EventStream] = {}
+        self._pending: dict[int, Deferred[Any] | ResponseStream] = {}
         self._forgotten: set[int] = set()
         self._waiting: list[Deferred[_Connection]] = []
         headers = {"A2A-Version": A2A_VERSION, **transport.headers}
@@ -146,7 +146,7 @@ class _Connection:
             d.errback(error)
         pending, self._pending = self._pending, {}
         for call in pending.values():
-            if isinstance(call, EventStream):
+            if isinstance(call, ResponseStream):
                 call.end(error)
             elif not call.called:
                 call.errback(error)
@@ -182,7 +182,7 @@ class _Connection:
         if "error" in document:
             del self._pending[request_id]
             error = rpc_error(document["error"])
-            if isinstance(call, EventStream):
+            if isinstance(call, ResponseStream):
                 call.end(error)
             else:
                 call.errback(error)
@@ -191,7 +191,7 @@ class _Connection:
             self.abort(InvalidResponse("a frame is neither a result nor an error"))
             return
         result = document["result"]
-        if isinstance(call, EventStream):
+        if isinstance(call, ResponseStream):
             if result == STREAM_COMPLETE:
                 del self._pending[request_id]
                 call.end()
@@ -204,7 +204,7 @@ class _Connection:
         del self._pending[request_id]
         call.callback(result)
 
-    def send(self, request_id: int, method: str, params: Any, call: Deferred[Any] | EventStream) -> None:
+    def send(self, request_id: int, method: str, params: Any, call: Deferred[Any] | ResponseStream) -> None:
         """Send one request; its answers go to C{call}."""
         assert self.protocol is not None
         try:
@@ -301,9 +301,9 @@ class WebSocketTransport:
 
     def stream(
         self, request_id: int, method: str, params: Any, extensions: tuple[str, ...]
-    ) -> EventStream:
+    ) -> ResponseStream:
         """One streaming call on the shared connection."""
-        events = EventStream(
+        events = ResponseStream(
             self.clock, self.url, self._response_timeout, self._idle_timeout, peer=self.peer
         )
         ready = self._connection(extensions).ready()
