@@ -39,7 +39,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.logger import globalLogBeginner
 
-from beacon.bindings._http import BeaconSite, Container
+from beacon.bindings._edge import Container
+from beacon.bindings._http import BeaconSite
 from beacon.config import build_config
 from beacon.logs import text_file_observer
 from beacon.service import beacon_resources
