@@ -53,6 +53,7 @@ from beacon.bindings.websocket import (
     service_parameters,
     websocket_url,
 )
+from beacon.bindings._edge import field_lines
 from beacon.bindings._websocket import header_lines
 from beacon.config import build_config
 from beacon.intake import CardText, PublicPolicy, schema_validator
@@ -659,6 +660,33 @@ def test_service_parameters_reserved_names_cannot_be_sent() -> None:
     """A header line whose name is not a token (such as one starting with a colon) is not a parameter."""
     head = b"GET / HTTP/1.1\r\n:source: forged\r\nX A: 2\r\nX-A: 1\r\n\r\n"
     assert service_parameters(header_lines(head), {}) == {"x-a": "1"}
+
+
+PLAIN_BLOCK = b"Host: beacon.example\r\nX-A:  one two \t\r\nX-A:\r\nX-B: caf\xc3\xa9\r\n"
+
+
+def test_field_lines_of_a_plain_block() -> None:
+    """A block of plain lines reads the same strictly and leniently: names as sent, values without the blanks around them."""
+    expected = [(b"Host", b"beacon.example"), (b"X-A", b"one two"), (b"X-A", b""), (b"X-B", b"caf\xc3\xa9")]
+    assert field_lines(PLAIN_BLOCK, strict=True) == field_lines(PLAIN_BLOCK) == expected
+    assert field_lines(b"", strict=True) == []
+
+
+@pytest.mark.parametrize(
+    "block, lenient",
+    [
+        (b"X-A: 1\r\n folded\r\n", [(b"X-A", b"1 folded")]),
+        (b"X-A: 1\nX-B: 2\n", [(b"X-A", b"1"), (b"X-B", b"2")]),
+        (b"X A: 1\r\n:x: 2\r\nno colon\r\nX-B: 3\r\n", [(b"X-B", b"3")]),
+        (b"X-A: a\x01b\r\n", [(b"X-A", b"a\x01b")]),
+        (b"\tleading fold\r\nX-A: 1\r\n", [(b"X-A", b"1")]),
+    ],
+    ids=["obs-fold", "bare LF", "not name: value", "control character", "fold without a line"],
+)
+def test_field_lines_of_an_irregular_block(block: bytes, lenient: list[tuple[bytes, bytes]]) -> None:
+    """The direct channel reads no irregular block (it hands it over); the upgrade reads it leniently."""
+    assert field_lines(block, strict=True) is None
+    assert field_lines(block) == lenient
 
 
 def test_version_from_the_query(server: Server) -> None:

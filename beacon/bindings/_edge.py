@@ -17,6 +17,7 @@ before a request reaches a policy, said once.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from twisted.internet.protocol import Protocol
@@ -277,6 +278,7 @@ __all__ = [
     "connection_tokens",
     "container",
     "error_body",
+    "field_lines",
     "framing_problem",
     "is_json_media_type",
     "reason_phrase",
@@ -284,3 +286,51 @@ __all__ = [
     "refuse_connection",
     "refuse_slow",
 ]
+
+
+# The one reading of a request head's field lines (RFC 9112 5), for the
+# direct channel (strict) and the WebSocket upgrade's service parameters
+# (lenient).
+
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"
+_FIELD_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
+_FIELD_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
+_FIELD_NAME = re.compile(_TOKEN)
+_LINE_END = re.compile(rb"\r?\n")
+
+
+def field_lines(block: bytes, *, strict: bool = False) -> list[tuple[bytes, bytes]] | None:
+    """
+    The C{(name, value)} field lines of a request head, in order, each value
+    without the spaces and tabs around it.
+
+    @param block: The head after its request line's line end, up to and
+        including the last field line's line end (without the blank line).
+    @param strict: Read only a block of plain lines: each a token, a colon
+        and a value without control characters (but tabs), ended by CRLF;
+        any other block is None (the direct channel hands it to
+        twisted.web).
+        Otherwise (the WebSocket upgrade) a line may also end with a bare
+        LF, an obsolete folded line (one starting with a space or a tab)
+        continues the previous value after one space, and a line that is
+        not C{name: value} with a token name is left out.
+    """
+    if _FIELD_BLOCK.fullmatch(block) is not None:
+        lines: list[tuple[bytes, bytes]] = _FIELD_LINE.findall(block)
+        return lines
+    if strict:
+        return None
+    lines = []
+    for line in _LINE_END.split(block):
+        if not line:
+            continue
+        if line[:1] in (b" ", b"\t"):
+            if lines:
+                name, value = lines[-1]
+                lines[-1] = (name, value + b" " + line.strip(b" \t"))
+            continue
+        name, colon, value = line.partition(b":")
+        if colon and _FIELD_NAME.fullmatch(name):
+            lines.append((name, value.strip(b" \t")))
+    return lines
