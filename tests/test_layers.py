@@ -20,7 +20,8 @@ ROOT = Path(beacon.__file__).parent
 #: The floors, from the ground up; a room imports only rooms below it.
 FLOORS: list[set[str]] = [
     {"beacon", "beacon.errors", "beacon.logs"},
-    {"beacon.protocol", "beacon.store", "beacon.heap", "beacon.listeners"},
+    {"beacon.protocol", "beacon.heap", "beacon.listeners"},
+    {"beacon.store"},
     {"beacon.intake", "beacon.client", "beacon.testing"},
     {"beacon.config"},
     {"beacon.bindings"},

@@ -37,7 +37,7 @@ from beacon.client import (
     Timeout,
     TransportError,
 )
-from beacon.protocol import TASK_STATES
+from beacon.protocol import STATE_UNSPECIFIED, TASK_STATES
 
 #: Where C{twistd beacon} puts its operator socket when started here.
 DEFAULT_SOCKET = os.path.join("beacon-data", "operator.sock")
@@ -48,7 +48,7 @@ MAX_PAGE = 100
 
 #: Every TaskState a C{--status} filter may name: all but proto3's zero
 #: value, which filters nothing.
-FILTER_STATES = frozenset(TASK_STATES) - {"TASK_STATE_UNSPECIFIED"}
+FILTER_STATES = frozenset(TASK_STATES) - {STATE_UNSPECIFIED}
 _WORD_STATES = {word: state for state, word in STATE_WORDS.items()}
 
 

@@ -20,11 +20,12 @@ import unicodedata
 from typing import IO, Any
 
 from beacon.client import AgentCard, RPCError
+from beacon.protocol import STATE_COMPLETED
 
 #: The review commands' own words for a state, where they differ from its
 #: name (C{TASK_STATE_SUBMITTED} reads as C{submitted}): accepting a
 #: submission completes its task.
-STATE_WORDS = {"TASK_STATE_COMPLETED": "accepted"}
+STATE_WORDS = {STATE_COMPLETED: "accepted"}
 
 #: Unicode categories never printed as they are: controls, format
 #: characters (bidi overrides, zero-width), surrogates, line and paragraph

@@ -45,6 +45,8 @@ from beacon.protocol import (
     InvalidParamsError,
     Method,
     ParamsReader,
+    STATE_UNSPECIFIED,
+    TERMINAL_STATES,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -67,12 +69,6 @@ REVIEW_EXTENSION = "https://beacon.unownedminds.com/extensions/review/v1"
 INBOX_EVENTS_EXTENSION = "https://beacon.unownedminds.com/extensions/inbox-events/v1"
 
 DECISIONS = {"accept": STATE_COMPLETED, "reject": STATE_REJECTED}
-TERMINAL_STATES = {
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_REJECTED",
-}
 #: Longest decision note accepted, in characters.
 MAX_NOTE_LENGTH = 4000
 
@@ -238,7 +234,7 @@ class OperatorPolicy(NoPushNoExtendedCard):
         """Every submission, with the spec's filters and keyset paging."""
         after = decode_page_token(request.page_token) if request.page_token else None
         size = request.page_size or DEFAULT_PAGE_SIZE
-        state = None if request.status == "TASK_STATE_UNSPECIFIED" else request.status
+        state = None if request.status == STATE_UNSPECIFIED else request.status
         updated_after = (
             int(request.status_timestamp_after.timestamp() * 1000)
             if request.status_timestamp_after is not None

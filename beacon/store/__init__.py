@@ -20,10 +20,9 @@ each with one job:
     C{_postgres_listen} (LISTEN/NOTIFY and the listening thread).
 """
 
+# The task states a stored submission can be in are the protocol's.
+from beacon.protocol import STATE_COMPLETED, STATE_REJECTED, STATE_SUBMITTED
 from beacon.store._interface import (
-    STATE_COMPLETED,
-    STATE_REJECTED,
-    STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
     StoreError,

@@ -17,10 +17,7 @@ from typing import Callable
 from twisted.internet.defer import Deferred
 from zope.interface import Interface
 
-#: Task states a stored submission can be in, as A2A TaskState names.
-STATE_SUBMITTED = "TASK_STATE_SUBMITTED"
-STATE_COMPLETED = "TASK_STATE_COMPLETED"
-STATE_REJECTED = "TASK_STATE_REJECTED"
+from beacon.protocol import STATE_COMPLETED, STATE_REJECTED
 
 #: The states a review decision may set.
 DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})

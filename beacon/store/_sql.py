@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from beacon.protocol import STATE_SUBMITTED
 from beacon.store._interface import (
-    STATE_SUBMITTED,
     StoredTask,
     Submission,
     TaskPage,
