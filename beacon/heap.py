@@ -10,6 +10,8 @@ from typing import Any
 
 from twisted.application.service import Service
 
+from beacon.interfaces import IBeaconReactor
+
 
 class HeapFreeze(Service):
     """
@@ -22,7 +24,7 @@ class HeapFreeze(Service):
     embeds Beacon decides for itself.
     """
 
-    def __init__(self, reactor: Any) -> None:
+    def __init__(self, reactor: IBeaconReactor) -> None:
         """
         @param reactor: Says when it runs (C{callWhenRunning}).
         """

@@ -15,6 +15,7 @@ from twisted.internet.interfaces import IListeningPort, IProtocolFactory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from beacon.interfaces import IBeaconReactor
 from beacon.errors import StartupError
 
 log = Logger()
@@ -29,7 +30,7 @@ class Listeners(Service):
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IBeaconReactor,
         descriptions: tuple[str, ...],
         factory: IProtocolFactory,
         name: str,

@@ -21,6 +21,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 
+from beacon.interfaces import IBeaconReactor
 from beacon.bindings.http import (
     API_KEY_HEADER,
     BeaconSite,
@@ -290,7 +291,7 @@ class DiscoveryFile(Service):
 
 
 def _add_operator_doors(
-    root: MultiService, config: Config, store: ISubmissionStore, reactor: Any
+    root: MultiService, config: Config, store: ISubmissionStore, reactor: IBeaconReactor
 ) -> None:
     policy = OperatorPolicy(store, reactor)
     path = config.socket_path
@@ -408,7 +409,7 @@ class _Announce(Service):
     """
 
     def __init__(
-        self, config: Config, public_url: Callable[[], str], reactor: Any
+        self, config: Config, public_url: Callable[[], str], reactor: IBeaconReactor
     ) -> None:
         self._config = config
         self._public_url = public_url
@@ -428,7 +429,7 @@ class _Announce(Service):
         )
 
 
-def makeService(config: Config, reactor: Any) -> AllOrNothing:
+def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     """
     Wire Beacon's service tree: the store, then the public HTTP listeners,
     the WebSocket binding's factory (served at C{/a2a/ws} on them) and its

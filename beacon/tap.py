@@ -236,9 +236,12 @@ def makeService(options: Options) -> IService:
     """
     Wire the service tree from the checked configuration.
     """
-    from twisted.internet import reactor
+    from twisted.internet import reactor as global_reactor
 
+    from beacon.interfaces import beacon_reactor
     from beacon.service import makeService as make
+
+    reactor = beacon_reactor(global_reactor)
 
     assert options.config is not None
     twistd = getattr(options, "parent", None)

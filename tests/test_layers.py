@@ -19,7 +19,7 @@ ROOT = Path(beacon.__file__).parent
 
 #: The floors, from the ground up; a room imports only rooms below it.
 FLOORS: list[set[str]] = [
-    {"beacon", "beacon.errors", "beacon.logs"},
+    {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces"},
     {"beacon.protocol", "beacon.heap", "beacon.listeners"},
     {"beacon.store"},
     {"beacon.intake", "beacon.client", "beacon.testing"},
@@ -151,3 +151,17 @@ def test_the_checks_find_what_they_look_for() -> None:
     """A circle and an arrow up are found in a graph made to have them."""
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _floor("beacon.bindings") > _floor("beacon.config") > _floor("beacon.protocol")
+
+
+def test_the_reactor_interface_is_checked_at_the_edge() -> None:
+    """twistd's reactor provides every interface IBeaconReactor joins; a reactor lacking one is refused, naming it."""
+    import pytest
+    from twisted.internet import reactor
+    from twisted.internet.testing import MemoryReactorClock
+
+    from beacon.interfaces import IBeaconReactor, beacon_reactor
+
+    assert beacon_reactor(reactor) is reactor
+    assert {i.getName() for i in IBeaconReactor.getBases()} >= {"IReactorTCP", "IReactorTime"}
+    with pytest.raises(TypeError, match="IReactorFromThreads"):
+        beacon_reactor(MemoryReactorClock())

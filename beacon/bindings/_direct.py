@@ -50,7 +50,7 @@ from typing import Any, Callable, Protocol as TypingProtocol
 from urllib.parse import parse_qs
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IPushProducer, ITCPTransport
+from twisted.internet.interfaces import IPushProducer, IReactorTime, ITCPTransport
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -70,6 +70,7 @@ from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from twisted.web.server import version as _SERVER
 from zope.interface import Attribute, Interface, implementer
+
 
 from beacon.bindings._edge import (
     MAX_HEAD,
@@ -104,7 +105,7 @@ class DirectSite(TypingProtocol):
     """
 
     resource: Any
-    reactor: Any
+    reactor: IReactorTime
     max_body: int
     timeOut: float | None
     header_timeout: float | None

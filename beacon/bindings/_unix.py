@@ -55,6 +55,7 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
+from beacon.interfaces import IBeaconReactor
 from beacon.bindings._edge import NotFound
 from beacon.errors import StartupError
 from beacon.protocol import ERROR_INFO_TYPE, dumps
@@ -267,7 +268,7 @@ class OperatorSocket(Service):
     after the check stops start-up).
     """
 
-    def __init__(self, reactor: Any, path: str, factory: Any) -> None:
+    def __init__(self, reactor: IBeaconReactor, path: str, factory: Any) -> None:
         """
         @param reactor: A reactor with unix socket support.
         @param path: Where the socket goes.

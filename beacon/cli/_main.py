@@ -16,6 +16,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from beacon.interfaces import IBeaconReactor
 from beacon import __version__
 from beacon.cli import _db, _peer, _review
 
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.task import react
 
-    def start(reactor: Any) -> Deferred[None]:
+    def start(reactor: IBeaconReactor) -> Deferred[None]:
         async def command() -> None:
             try:
                 if args.area in _peer.COMMANDS:

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from twisted.internet.defer import Deferred
 
+from beacon.interfaces import IBeaconReactor
 from beacon.cli._options import duration
 from beacon.cli._text import Output, card_lines, dig, inert, json_text, task_lines, violations
 from beacon.client import (
@@ -78,7 +79,7 @@ def _read_data(path: str) -> Any:
         raise ValueError(f"{path} is not valid JSON") from None
 
 
-async def _peer_card(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+async def _peer_card(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
     # --socket only says which socket a unix:///path URL's card is read on.
     socket = args.socket if args.url.startswith("unix://") else None
     card = await fetch_card(reactor, args.url, timeouts=_peer_timeouts(args), socket_path=socket)
@@ -90,7 +91,7 @@ async def _peer_card(reactor: Any, args: argparse.Namespace, io: Output) -> int:
     return 0
 
 
-async def _peer_client(reactor: Any, args: argparse.Namespace) -> A2AClient:
+async def _peer_client(reactor: IBeaconReactor, args: argparse.Namespace) -> A2AClient:
     preference = [args.binding] if args.binding else None
     return await A2AClient.discover(
         reactor,
@@ -101,7 +102,7 @@ async def _peer_client(reactor: Any, args: argparse.Namespace) -> A2AClient:
     )
 
 
-async def _peer_send(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+async def _peer_send(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
     client = await _peer_client(reactor, args)
     try:
         result = await client.send_message(text_message(args.text, args.data_document))
@@ -120,7 +121,7 @@ async def _peer_send(reactor: Any, args: argparse.Namespace, io: Output) -> int:
     return 0
 
 
-async def _peer_task(reactor: Any, args: argparse.Namespace, io: Output) -> int:
+async def _peer_task(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
     client = await _peer_client(reactor, args)
     try:
         task = await client.get_task(args.id)
@@ -141,7 +142,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
 }
 
 
-async def run_peer(reactor: Any, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+async def run_peer(reactor: IBeaconReactor, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """
     Run one parsed C{beacon card|send|task} command, bounded as a whole by
     C{--timeout} on C{reactor}'s clock.

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from typing import IO, Any
 
+from beacon.interfaces import IBeaconReactor
 from beacon.cli._options import count, duration
 from beacon.cli._text import (
     STATE_WORDS,
@@ -223,7 +224,7 @@ _COMMANDS: dict[str, Callable[..., Any]] = {
 }
 
 
-def make_client(reactor: Any, args: argparse.Namespace) -> OperatorClient:
+def make_client(reactor: IBeaconReactor, args: argparse.Namespace) -> OperatorClient:
     """
     The client the options ask for.
 
@@ -242,7 +243,7 @@ def make_client(reactor: Any, args: argparse.Namespace) -> OperatorClient:
 
 
 async def run(
-    reactor: Any,
+    reactor: IBeaconReactor,
     args: argparse.Namespace,
     out: IO[str],
     err: IO[str],

@@ -40,6 +40,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import Agent
 from twisted.web.iweb import IAgent, IPolicyForHTTPS
 
+from beacon.interfaces import IBeaconReactor
 from beacon.client._card import AgentCard, card_url, parse_card
 from beacon.client._errors import (
     ClientError,
@@ -181,7 +182,7 @@ def outcome_of(result: Any) -> Outcome:
     return Outcome(False, error=InvalidResponse("SendMessage answered neither a task nor a message"))
 
 
-def _reactor_clock(reactor: Any, clock: IReactorTime | None) -> IReactorTime:
+def _reactor_clock(reactor: IBeaconReactor, clock: IReactorTime | None) -> IReactorTime:
     return clock if clock is not None else reactor
 
 
@@ -194,7 +195,7 @@ def _socket_of(url: str) -> str | None:
 
 
 def _http_client(
-    reactor: Any,
+    reactor: IBeaconReactor,
     clock: IReactorTime,
     timeouts: Timeouts,
     socket_path: str | None,
@@ -225,7 +226,7 @@ async def _retrying(attempt: Callable[[], Deferred[T]], retries: int) -> T:
 
 
 def fetch_card(
-    reactor: Any,
+    reactor: IBeaconReactor,
     url: str,
     *,
     clock: IReactorTime | None = None,
@@ -303,7 +304,7 @@ class A2AClient:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IBeaconReactor,
         selected: Selected,
         *,
         card: AgentCard | None = None,
@@ -378,7 +379,7 @@ class A2AClient:
     @classmethod
     def for_card(
         cls,
-        reactor: Any,
+        reactor: IBeaconReactor,
         card: AgentCard,
         *,
         preference: Sequence[str] | None = None,
@@ -397,7 +398,7 @@ class A2AClient:
     @classmethod
     def discover(
         cls,
-        reactor: Any,
+        reactor: IBeaconReactor,
         url: str,
         *,
         preference: Sequence[str] | None = None,

@@ -37,6 +37,7 @@ from twisted.web.client import Agent
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
+from beacon.interfaces import IBeaconReactor
 from beacon.client._errors import (
     ClientError,
     HTTPStatusError,
@@ -254,7 +255,7 @@ class OperatorClient:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IBeaconReactor,
         *,
         socket_path: str | None = None,
         url: str | None = None,
@@ -315,7 +316,7 @@ class OperatorClient:
         self._http = HTTPClient(Agent.usingEndpointFactory(reactor, FixedEndpointFactory(endpoint)))
 
     @classmethod
-    def from_discovery(cls, reactor: Any, path: str, **kwargs: Any) -> OperatorClient:
+    def from_discovery(cls, reactor: IBeaconReactor, path: str, **kwargs: Any) -> OperatorClient:
         """
         A client of the bearer door named in the discovery file C{path}.
 

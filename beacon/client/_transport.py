@@ -45,6 +45,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
+from beacon.interfaces import IBeaconReactor
 from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
 
 T = TypeVar("T")
@@ -150,7 +151,7 @@ class DialFactory:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IBeaconReactor,
         clock: IReactorTime,
         connect_timeout: float,
         tls_policy: IPolicyForHTTPS | None = None,
@@ -176,12 +177,12 @@ class DialFactory:
         return self.endpoint(uri.scheme, uri.host, uri.port)
 
 
-def unix_endpoint(reactor: Any, path: str, timeout: float) -> Callable[[], IStreamClientEndpoint]:
+def unix_endpoint(reactor: IBeaconReactor, path: str, timeout: float) -> Callable[[], IStreamClientEndpoint]:
     """Dial the unix socket at C{path}."""
     return lambda: UNIXClientEndpoint(reactor, path, timeout=max(1, int(timeout + 0.999)))
 
 
-def tcp_endpoint(reactor: Any, host: str, port: int, timeout: float) -> Callable[[], IStreamClientEndpoint]:
+def tcp_endpoint(reactor: IBeaconReactor, host: str, port: int, timeout: float) -> Callable[[], IStreamClientEndpoint]:
     """Dial C{host} (an IP address or a name) and C{port} over plain TCP."""
     kind = TCP6ClientEndpoint if ":" in host else TCP4ClientEndpoint
     seconds = max(1, int(timeout + 0.999))

@@ -34,6 +34,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from beacon.interfaces import IBeaconReactor
 from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
 from beacon.client._jsonrpc import A2A_VERSION, json_or_none, rpc_error
 from beacon.client._stream import ResponseStream
@@ -244,7 +245,7 @@ class WebSocketTransport:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IBeaconReactor,
         url: str,
         *,
         clock: IReactorTime,
