@@ -1,8 +1,11 @@
 """
 The public HTTP binding over its Resource tree: the agent card's caching and
 methods, the JSON-RPC endpoint's transport refusals (body cap, rate limit)
-before any JSON is parsed, version negotiation by header and query, and the
-byte-level body cap of L{LimitedRequest} on a real channel.
+before any JSON is parsed, and the byte-level body cap of L{LimitedRequest}
+on a real channel. What JSON-RPC answers over it (methods, errors, version
+negotiation by header and query, notifications, extensions, and the
+binding's framing of each answer) is the behaviour suite's, run over every
+binding: tests/test_behaviour.py.
 """
 
 from __future__ import annotations
@@ -85,14 +88,6 @@ class Beacon:
         )
         return response, _sync.successResultOf(response.content())
 
-    def rpc(self, request: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
-        """Send one JSON-RPC request; return the decoded JSON-RPC response."""
-        response, body = self.post(json.dumps(request).encode(), headers)
-        assert response.code == 200
-        assert response.headers.getRawHeaders("Content-Type") == ["application/json"]
-        decoded: dict[str, Any] = json.loads(body)
-        return decoded
-
 
 @pytest.fixture
 def beacon() -> Beacon:
@@ -167,103 +162,6 @@ def test_unknown_paths_are_404_json(beacon: Beacon) -> None:
     response = _sync.successResultOf(beacon.treq.get(PUBLIC + "/a2a/v2"))
     assert response.code == 404
     assert json.loads(_sync.successResultOf(response.content()))["error"]["code"] == "not_found"
-
-
-def test_send_message_over_http(beacon: Beacon) -> None:
-    """SendMessage over the binding answers a submitted Task and stores the submission."""
-    answer = beacon.rpc(send_message())
-    task = answer["result"]["task"]
-    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
-    stored = beacon.store.submissions[task["id"]]
-    assert stored.door == "jsonrpc"
-    assert stored.source == "127.0.0.1"
-
-
-def test_json_responses_carry_their_length(beacon: Beacon) -> None:
-    """A JSON-RPC response is sent with Content-Length, in one piece, not chunked."""
-    body = json.dumps(send_message()).encode()
-    channel, transport = connect(beacon)
-    channel.dataReceived(raw_post(body))
-    head, _, answer = transport.value().partition(b"\r\n\r\n")
-    headers = {
-        name.strip().lower(): value.strip()
-        for name, _, value in (line.partition(b":") for line in head.split(b"\r\n")[1:])
-    }
-    assert b"transfer-encoding" not in headers
-    assert int(headers[b"content-length"]) == len(answer)
-    assert json.loads(answer)["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
-    channel.connectionLost(None)
-
-
-def test_version_from_query_parameter(beacon: Beacon) -> None:
-    """A2A-Version may come as a query parameter when the header is absent."""
-    response, body = beacon.post(
-        json.dumps(send_message()).encode(), {"A2A-Version": ""}, path="/a2a/v1?A2A-Version=1.0"
-    )
-    assert "result" in json.loads(body)
-
-
-def test_version_header_wins_over_query(beacon: Beacon) -> None:
-    """When both are present the header decides, so a bad header is refused."""
-    response, body = beacon.post(
-        json.dumps(send_message()).encode(), {"A2A-Version": "0.3"}, path="/a2a/v1?A2A-Version=1.0"
-    )
-    assert json.loads(body)["error"]["code"] == -32009
-
-
-@pytest.mark.parametrize("version", ["1.0", "1.0.1", " 1.0 "])
-def test_version_1_0_accepted(beacon: Beacon, version: str) -> None:
-    """Any 1.0 value, patch numbers ignored, is accepted."""
-    assert "result" in beacon.rpc(send_message(), {"A2A-Version": version})
-
-
-@pytest.mark.parametrize("version", ["0.3", "1.1", "2.0", "1", "x"])
-def test_other_versions_refused(beacon: Beacon, version: str) -> None:
-    """Any other version is VersionNotSupportedError, with HTTP 200."""
-    error = beacon.rpc(send_message(), {"A2A-Version": version})["error"]
-    assert error["code"] == -32009
-    assert error["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
-
-
-def test_missing_version_refused(beacon: Beacon) -> None:
-    """No version at all means 0.3, which this interface does not speak."""
-    response = _sync.successResultOf(
-        beacon.treq.post(
-            PUBLIC + "/a2a/v1",
-            data=json.dumps(send_message()).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-    )
-    body = json.loads(_sync.successResultOf(response.content()))
-    assert body["error"]["code"] == -32009
-
-
-def test_unparsable_json_is_32700(beacon: Beacon) -> None:
-    """A body that is not JSON is -32700 with a null id, over HTTP 200."""
-    response, body = beacon.post(b"{not json")
-    assert response.code == 200
-    answer = json.loads(body)
-    assert answer["id"] is None
-    assert answer["error"]["code"] == -32700
-
-
-def test_notification_gets_204(beacon: Beacon) -> None:
-    """A request without an id is run and answered with 204 and no body."""
-    request = send_message()
-    del request["id"]
-    response, body = beacon.post(json.dumps(request).encode())
-    assert response.code == 204
-    assert body == b""
-    assert len(beacon.store.submissions) == 1
-
-
-def test_extensions_are_echoed_only_when_supported(beacon: Beacon) -> None:
-    """A2A-Extensions that Beacon does not support are ignored and not echoed."""
-    response, body = beacon.post(
-        json.dumps(send_message()).encode(), {"A2A-Extensions": "https://unknown.example/ext"}
-    )
-    assert response.headers.getRawHeaders("A2A-Extensions") is None
-    assert "result" in json.loads(body)
 
 
 def test_body_at_the_cap_is_accepted(beacon: Beacon) -> None:
