@@ -474,6 +474,7 @@ BAD_PARAMS: list[tuple[str, dict[str, Any], list[str]]] = [
     ("GetTask params not an object", rpc("GetTask", ["t"]), []),
     ("CancelTask without id", rpc("CancelTask", {}), ["id"]),
     ("ListTasks page size 0", rpc("ListTasks", {"pageSize": 0}), ["pageSize"]),
+    ("ListTasks page size -1", rpc("ListTasks", {"pageSize": -1}), ["pageSize"]),
     ("ListTasks page size 101", rpc("ListTasks", {"pageSize": 101}), ["pageSize"]),
     ("ListTasks unknown status", rpc("ListTasks", {"status": "TASK_STATE_NOPE"}), ["status"]),
     (
@@ -806,6 +807,7 @@ def test_operator_lists_every_task(operator: Driver, world: World) -> None:
     assert task["metadata"]["source"] == PEER
     assert task["metadata"]["kind"] == "text"
     assert task["metadata"]["receipt"]["id"] == first
+    assert "artifacts" not in task
     world.store.append_decision(first, "TASK_STATE_COMPLETED", int(world.clock.seconds() * 1000), None)
     assert task_ids(result(operator.call(rpc("ListTasks", {})))) == [first, third, second]
     rejected = result(operator.call(rpc("ListTasks", {"status": "TASK_STATE_SUBMITTED", "historyLength": 0})))
@@ -833,7 +835,12 @@ def test_operator_pages_through_the_inbox(operator: Driver, world: World) -> Non
     assert len(seen) == len(set(seen))
 
 
-@pytest.mark.parametrize("token", ["nonsense!", "x" * 100, "bm90LWEtdG9rZW4"])
+@pytest.mark.parametrize(
+    "token",
+    # Not a token's alphabet; too long; ours (1, 2) with its last letter
+    # changed; well formed base64 of something else.
+    ["nonsense!", "x" * 100, "MS4*", "bm90LWEtdG9rZW4"],
+)
 def test_operator_refuses_a_page_token_not_its_own(operator: Driver, token: str) -> None:
     """A page token Beacon did not make is -32602."""
     answer = operator.call(rpc("ListTasks", {"pageToken": token}))

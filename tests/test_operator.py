@@ -1,8 +1,11 @@
 """
-The operator policy through the dispatcher: ListTasks ordering, filters and
-keyset paging, the full GetTask, review decisions (and what the public then
-sees), SubscribeToTask and the live inbox stream with several subscribers,
-and the SSE framing of streams with keepalives on an injected clock.
+The operator policy through the dispatcher: ListTasks filters, page tokens,
+the live inbox stream with several subscribers, ending every stream on
+stop, and the SSE framing of streams with keepalives on an injected clock.
+ListTasks ordering and keyset paging, the full GetTask, review decisions
+(and what the public then sees), SubscribeToTask, a follower leaving and
+the refusals are the behaviour suite's, run over both operator doors:
+tests/test_behaviour.py.
 """
 
 from __future__ import annotations
@@ -62,13 +65,6 @@ class Inbox:
         assert "error" not in response, response
         return response["result"]
 
-    def op_error(self, method: str, params: Any = None, **kw: Any) -> dict[str, Any]:
-        """Call the operator policy; return the error object."""
-        response = self.call(self.operator, method, params, **kw)
-        assert "error" in response, response
-        error: dict[str, Any] = response["error"]
-        return error
-
     def submit(self, text: str, advance: float = 1.0) -> str:
         """Submit through the public door, then let the clock move on."""
         params = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}
@@ -96,28 +92,6 @@ def ids(result: dict[str, Any]) -> list[str]:
     return [t["id"] for t in result["tasks"]]
 
 
-def test_list_is_newest_status_first(inbox: Inbox) -> None:
-    """Undecided tasks list newest arrival first; a decision moves a task to the top."""
-    first, second, third = (inbox.submit(t) for t in ("one", "two", "three"))
-    assert ids(inbox.op("ListTasks", {})) == [third, second, first]
-    inbox.decide(first, "accept")
-    assert ids(inbox.op("ListTasks", {})) == [first, third, second]
-
-
-def test_list_shows_everything(inbox: Inbox) -> None:
-    """The operator's ListTasks carries the whole task, totals and an empty last token."""
-    task_id = inbox.submit("hello operator")
-    result = inbox.op("ListTasks", {})
-    assert result["totalSize"] == 1
-    assert result["pageSize"] == 50
-    assert result["nextPageToken"] == ""
-    task = result["tasks"][0]
-    assert task["history"][0]["parts"] == [{"text": "hello operator"}]
-    assert task["metadata"]["door"] == "test"
-    assert task["metadata"]["receipt"]["id"] == task_id
-    assert "artifacts" not in task
-
-
 def test_list_filters(inbox: Inbox) -> None:
     """status, statusTimestampAfter and contextId filter; totalSize counts before paging."""
     a, b, c = (inbox.submit(t) for t in ("a", "b", "c"))
@@ -135,146 +109,11 @@ def test_list_filters(inbox: Inbox) -> None:
     assert ids(inbox.op("ListTasks", {"contextId": context})) == [c]
 
 
-def test_history_length_zero_omits_history(inbox: Inbox) -> None:
-    """historyLength 0 returns tasks without history."""
-    inbox.submit("x")
-    assert "history" not in inbox.op("ListTasks", {"historyLength": 0})["tasks"][0]
-
-
-def test_paging_never_skips_or_repeats_while_new_tasks_arrive(inbox: Inbox) -> None:
-    """Keyset paging returns every unchanged task exactly once, even with inserts between pages."""
-    original = [inbox.submit(f"task {n}", advance=0) for n in range(7)]
-    seen: list[str] = []
-    token = ""
-    pages = 0
-    while True:
-        params: dict[str, Any] = {"pageSize": 3}
-        if token:
-            params["pageToken"] = token
-        page = inbox.op("ListTasks", params)
-        seen.extend(ids(page))
-        pages += 1
-        inbox.submit(f"arrived during page {pages}", advance=0)
-        token = page["nextPageToken"]
-        if not token:
-            break
-    assert pages == 3
-    assert sorted(seen) == sorted(original)
-    assert len(seen) == len(set(seen))
-
-
-@pytest.mark.parametrize("size", [0, -1, 101])
-def test_page_size_out_of_range(inbox: Inbox, size: int) -> None:
-    """pageSize 0, negative or over 100 is -32602."""
-    assert inbox.op_error("ListTasks", {"pageSize": size})["code"] == -32602
-
-
-@pytest.mark.parametrize("token", ["nonsense!", "x" * 100, encode_page_token((1, 2))[:-1] + "*", "bm90LWEtdG9rZW4"])
-def test_malformed_page_token(inbox: Inbox, token: str) -> None:
-    """A page token that is not ours is -32602."""
-    assert inbox.op_error("ListTasks", {"pageToken": token})["code"] == -32602
-
-
-def test_unknown_status_filter(inbox: Inbox) -> None:
-    """An unknown status is -32602."""
-    assert inbox.op_error("ListTasks", {"status": "TASK_STATE_NOPE"})["code"] == -32602
-
-
 def test_page_token_round_trip() -> None:
     """Page tokens are opaque letters and digits that decode to the keyset position."""
     token = encode_page_token((1_800_000_000_123, 42))
     assert token.replace("-", "").replace("_", "").isalnum()
     assert decode_page_token(token) == (1_800_000_000_123, 42)
-
-
-def test_get_task_is_full(inbox: Inbox) -> None:
-    """GetTask shows the submitted message, the status and the receipt."""
-    task_id = inbox.submit("the whole thing")
-    task = inbox.op("GetTask", {"id": task_id})
-    assert task["history"] == [
-        {
-            "messageId": "m",
-            "role": "ROLE_USER",
-            "contextId": task["contextId"],
-            "taskId": task_id,
-            "parts": [{"text": "the whole thing"}],
-        }
-    ]
-    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
-    assert inbox.op_error("GetTask", {"id": "unknown"})["code"] == -32001
-
-
-def test_decision_is_visible_to_the_operator_with_its_note(inbox: Inbox) -> None:
-    """A decision moves the task to its terminal state with the note as status message."""
-    task_id = inbox.submit("please review")
-    result = inbox.decide(task_id, "reject", "not for us")["result"]
-    assert result["status"]["state"] == "TASK_STATE_REJECTED"
-    assert result["status"]["message"]["parts"] == [{"text": "not for us"}]
-    assert result["status"]["message"]["role"] == "ROLE_AGENT"
-    accepted = inbox.decide(inbox.submit("fine"), "accept")["result"]
-    assert accepted["status"]["state"] == "TASK_STATE_COMPLETED"
-
-
-def test_public_sees_the_state_only(inbox: Inbox) -> None:
-    """After a decision the public GetTask shows the new state and time, never the note."""
-    task_id = inbox.submit("please review")
-    inbox.clock.advance(10)
-    inbox.decide(task_id, "reject", "SECRET NOTE")
-    response = inbox.call(inbox.public, "GetTask", {"id": task_id})
-    assert response["result"]["status"] == {
-        "state": "TASK_STATE_REJECTED",
-        "timestamp": "2027-01-15T08:00:11.000Z",
-    }
-    assert "SECRET NOTE" not in json.dumps(response)
-
-
-def test_deciding_twice_is_refused(inbox: Inbox) -> None:
-    """A second decision is -32004 naming the current state; the first stands."""
-    task_id = inbox.submit("x")
-    inbox.decide(task_id, "accept")
-    error = inbox.decide(task_id, "reject")["error"]
-    assert error["code"] == -32004
-    assert error["data"][0]["metadata"] == {"state": "TASK_STATE_COMPLETED"}
-    assert inbox.op("GetTask", {"id": task_id})["status"]["state"] == "TASK_STATE_COMPLETED"
-
-
-@pytest.mark.parametrize(
-    "params, code",
-    [
-        ({"id": "unknown", "decision": "accept"}, -32001),
-        ({"decision": "accept"}, -32602),
-        ({"id": "x", "decision": "maybe"}, -32602),
-        ({"id": "x", "decision": "accept", "note": "n" * 4001}, -32602),
-    ],
-)
-def test_bad_decisions(inbox: Inbox, params: dict[str, Any], code: int) -> None:
-    """Unknown ids, missing or unknown decisions and overlong notes get clear errors."""
-    assert inbox.call(inbox.operator, "beacon.review.Decide", params)["error"]["code"] == code
-
-
-def test_extension_methods_need_activation(inbox: Inbox) -> None:
-    """Without A2A-Extensions naming it, an extension method does not exist (-32601)."""
-    task_id = inbox.submit("x")
-    response = inbox.call(
-        inbox.operator, "beacon.review.Decide", {"id": task_id, "decision": "accept"}, extensions=frozenset()
-    )
-    assert response["error"]["code"] == -32601
-    assert REVIEW_EXTENSION in response["error"]["message"]
-
-
-def test_public_policy_has_no_extension_methods(inbox: Inbox) -> None:
-    """The public door knows nothing of review or inbox methods."""
-    task_id = inbox.submit("x")
-    response = inbox.call(inbox.public, "beacon.review.Decide", {"id": task_id, "decision": "accept"})
-    assert response["error"]["code"] == -32601
-
-
-def test_operator_cannot_cancel_or_submit(inbox: Inbox) -> None:
-    """CancelTask is -32002 and SendMessage -32004 on the operator door."""
-    task_id = inbox.submit("x")
-    assert inbox.op_error("CancelTask", {"id": task_id})["code"] == -32002
-    params = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}]}}
-    assert inbox.op_error("SendMessage", params)["code"] == -32004
 
 
 def listener_count(store: MemoryStore) -> int:
@@ -287,27 +126,6 @@ def attach(answer: StreamAnswer) -> CollectingSink:
     sink = CollectingSink()
     answer.stream.attach(sink)
     return sink
-
-
-def test_subscribe_streams_snapshot_then_decision(inbox: Inbox) -> None:
-    """SubscribeToTask sends the current Task, then the decision, then closes."""
-    task_id = inbox.submit("watch me")
-    other = inbox.submit("not me")
-    sink = attach(inbox.op("SubscribeToTask", {"id": task_id}))
-    assert sink.events[0]["task"]["id"] == task_id
-    inbox.decide(other, "accept")
-    assert len(sink.events) == 1
-    inbox.decide(task_id, "reject", "no")
-    assert sink.events[1]["statusUpdate"]["status"]["state"] == "TASK_STATE_REJECTED"
-    assert sink.ended
-
-
-def test_subscribe_to_terminal_or_unknown_task(inbox: Inbox) -> None:
-    """SubscribeToTask on a decided task is -32004, on an unknown one -32001."""
-    task_id = inbox.submit("x")
-    inbox.decide(task_id, "accept")
-    assert inbox.op_error("SubscribeToTask", {"id": task_id})["code"] == -32004
-    assert inbox.op_error("SubscribeToTask", {"id": "nope"})["code"] == -32001
 
 
 def test_follow_gives_every_subscriber_every_event_in_order(inbox: Inbox) -> None:
@@ -331,25 +149,6 @@ def test_follow_gives_every_subscriber_every_event_in_order(inbox: Inbox) -> Non
     assert describe(second.events) == [("task", a), ("task", b), ("status", a)]
     assert first.events[0]["task"]["history"][0]["parts"] == [{"text": "a"}]
     assert not first.ended
-
-
-def test_cancelled_follow_unsubscribes(inbox: Inbox) -> None:
-    """A follower that goes away stops receiving and leaves no listener behind."""
-    answer = inbox.op("beacon.inbox.Follow")
-    sink = attach(answer)
-    answer.stream.cancel()
-    inbox.submit("after")
-    assert sink.events == []
-    assert listener_count(inbox.store) == 0
-
-
-def test_streaming_method_as_notification_is_not_run(inbox: Inbox) -> None:
-    """A streaming method sent without an id starts no stream and gets no answer."""
-    request = {"jsonrpc": "2.0", "method": "beacon.inbox.Follow"}
-    context = CallContext("test", "tester", "1.0", BOTH)
-    answer = _sync.successResultOf(inbox.operator.dispatch(json.dumps(request).encode(), context))
-    assert answer is None
-    assert listener_count(inbox.store) == 0
 
 
 # SSE framing over a real channel, keepalives on the clock.
