@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,35 @@ SEND = json.dumps(
 ).encode()
 
 
+#: Every connection the helpers opened in this test, and those already lost.
+_opened: dict[int, tuple[Any, StringTransport]] = {}
+_lost: set[int] = set()
+
+
+def lose(channel: Any) -> None:
+    """
+    The peer goes away: the connection is lost, once, for the protocol that
+    has it (a WebSocket upgrade takes it over, as the transport's protocol).
+    """
+    _, transport = _opened[id(channel)]
+    protocol = getattr(transport, "protocol", None) or channel
+    if id(protocol) not in _lost:
+        _lost.add(id(protocol))
+        protocol.connectionLost(Failure(ConnectionDone()))
+
+
+@pytest.fixture(autouse=True)
+def _lose_connections() -> Iterator[None]:
+    """Every connection a test opened is lost at its end, as its peer would."""
+    yield
+    try:
+        for channel, _ in list(_opened.values()):
+            lose(channel)
+    finally:
+        _opened.clear()
+        _lost.clear()
+
+
 def post(body: bytes, path: bytes = b"/a2a/v1", headers: bytes = b"") -> bytes:
     return (
         b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
@@ -82,10 +112,7 @@ class Server:
         )
 
     def connect(self) -> tuple[Any, StringTransport]:
-        channel = self.site.buildProtocol(PEER)
-        transport = StringTransport(peerAddress=PEER)
-        channel.makeConnection(transport)
-        return channel, transport
+        return connect(self.site)
 
     def exchange(self, *reads: bytes) -> tuple[bytes, Any, StringTransport]:
         channel, transport = self.connect()
@@ -291,6 +318,7 @@ def connect(site: BeaconSite) -> tuple[Any, StringTransport]:
     channel = site.buildProtocol(PEER)
     transport = StringTransport(peerAddress=PEER)
     channel.makeConnection(transport)
+    _opened[id(channel)] = channel, transport
     return channel, transport
 
 
@@ -353,7 +381,7 @@ def test_a_peer_that_goes_away_mid_request_is_noticed() -> None:
     channel, transport = connect(site)
     channel.dataReceived(get(b"/held"))
     request = held.waiting[0]
-    channel.connectionLost(Failure(ConnectionDone()))
+    lose(channel)
     assert held.gone and held.gone[0].check(ConnectionDone)
     request.write(b"late")
     assert transport.value() == b""
@@ -387,7 +415,7 @@ def test_idle_timeout_waits_for_the_request_in_flight() -> None:
     assert not transport.disconnecting
     clock.advance(1)
     assert transport.disconnecting
-    channel.connectionLost(Failure(ConnectionDone()))
+    lose(channel)
     assert [c for c in clock.getDelayedCalls() if c.active()] == []
 
 
@@ -446,6 +474,7 @@ def test_tcp_connections_get_no_delay() -> None:
     channel = site.buildProtocol(PEER)
     transport = TCPTransport(peerAddress=PEER)
     channel.makeConnection(transport)
+    _opened[id(channel)] = channel, transport
     assert transport.no_delay is True
 
 
