@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from beacon.bindings._websocket import _text_frame, _unmask
+from beacon.bindings._websocket import text_frame, unmask
 
 WS_LOAD = Path(__file__).resolve().parent.parent / "bench" / "ws_load.py"
 
@@ -69,7 +69,7 @@ def client_frames(data: bytes) -> list[tuple[int, bytes]]:
         elif size == 127:
             size, at = struct.unpack_from("!Q", data, at)[0], at + 8
         key, at = data[at : at + 4], at + 4
-        frames.append((first & 0x0F, _unmask(data[at : at + size], key)))
+        frames.append((first & 0x0F, unmask(data[at : at + size], key)))
         at += size
     return frames
 
@@ -129,7 +129,7 @@ def test_each_answer_refills_its_slot_at_once() -> None:
         protocol, transport, stats = opened(depth=4)
         whole = answer(2)
         fragmented = bytes((0x01, 10)) + whole[:10] + bytes((0x80, 126)) + struct.pack("!H", len(whole) - 10) + whole[10:]
-        data = _text_frame(answer(3)) + bytes((0x89, 2)) + b"hi" + fragmented
+        data = text_frame(answer(3)) + bytes((0x89, 2)) + b"hi" + fragmented
         protocol.data_received(data)
         assert stats.requests == 2 and stats.bad == 0
         refill, pong, refill_again = transport.writes[2:]
@@ -148,9 +148,9 @@ def test_wrong_answers_are_counted_bad() -> None:
         protocol, _, stats = opened(depth=4)
         error = json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "x"}}).encode()
         protocol.data_received(
-            _text_frame(error)
-            + _text_frame(answer(2, "TASK_STATE_WORKING"))
-            + _text_frame(answer(99))
+            text_frame(error)
+            + text_frame(answer(2, "TASK_STATE_WORKING"))
+            + text_frame(answer(99))
             + bytes((0x82, 2))
             + b"{}"
         )

@@ -37,12 +37,14 @@ from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
 from beacon.bindings._auth import SubmitterAuth, credential_digest
 from beacon.bindings.http import BeaconSite, TransportLimits, public_resources
 from beacon.bindings.limits import RateLimiter, SourceResolver
 from beacon.bindings.websocket import (
     BEACON_DOMAIN,
+    DEFAULT_MAX_MESSAGE,
     STREAM_COMPLETE,
     WEBSOCKET_BINDING,
     WebSocketA2AProtocol,
@@ -54,7 +56,13 @@ from beacon.bindings.websocket import (
     websocket_url,
 )
 from beacon.bindings._edge import field_lines
-from beacon.bindings._websocket import header_lines
+from beacon.bindings._websocket import (
+    AutobahnFrames,
+    IFrameIO,
+    PlainFrames,
+    unmask,
+    upgrade_lines,
+)
 from beacon.config import build_config
 from beacon.intake import CardText, PublicPolicy, schema_validator
 from beacon.protocol import (
@@ -274,6 +282,7 @@ class Server:
         burst: int = 1,
         max_body: int = CAP,
         auth: SubmitterAuth = SubmitterAuth(),
+        direct: bool | None = None,
     ) -> None:
         self.clock = Clock()
         self.clock.advance(1_800_000_000)
@@ -286,7 +295,9 @@ class Server:
             auth=auth,
         )
         self.dispatcher = Dispatcher(self.handler)
-        self.factory = WebSocketFactory(self.dispatcher, self.limits, self.clock, options)
+        self.factory = WebSocketFactory(
+            self.dispatcher, self.limits, self.clock, options, direct=direct
+        )
         self.factory.doStart()
         self.mounted = mounted
         resources = public_resources(self.dispatcher, self.limits)
@@ -323,6 +334,31 @@ class Server:
         where = path if path is not None else ("/a2a/ws" if self.mounted else "/")
         connection.write(upgrade_request(where, headers, version=version))
         return connection
+
+
+FRAME_PATHS = ("plain frames", "autobahn frames")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """
+    Every test runs twice (see L{frame_path}); a Hypothesis test, which
+    draws its own examples and cannot run twice under pytest-twisted, runs
+    once, as Beacon runs.
+    """
+    if "frame_path" in metafunc.fixturenames and not hasattr(metafunc.function, "hypothesis"):
+        metafunc.parametrize("frame_path", FRAME_PATHS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def frame_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """
+    The binding reading and writing plain frames itself (as Beacon runs),
+    or autobahn reading and writing every frame (the shortcut's off
+    switch): every test runs both ways.
+    """
+    path: str = getattr(request, "param", FRAME_PATHS[0])
+    monkeypatch.setattr(WebSocketFactory, "direct_default", path == FRAME_PATHS[0])
+    return path
 
 
 @pytest.fixture(params=["mounted", "listener"])
@@ -659,7 +695,7 @@ def test_header_folding_and_non_ascii_drop(server: Server) -> None:
 def test_service_parameters_reserved_names_cannot_be_sent() -> None:
     """A header line whose name is not a token (such as one starting with a colon) is not a parameter."""
     head = b"GET / HTTP/1.1\r\n:source: forged\r\nX A: 2\r\nX-A: 1\r\n\r\n"
-    assert service_parameters(header_lines(head), {}) == {"x-a": "1"}
+    assert service_parameters(upgrade_lines(head), {}) == {"x-a": "1"}
 
 
 PLAIN_BLOCK = b"Host: beacon.example\r\nX-A:  one two \t\r\nX-A:\r\nX-B: caf\xc3\xa9\r\n"
@@ -1525,14 +1561,27 @@ def test_upgraded_connections_leave_the_http_count() -> None:
     assert server.factory.open_connections == 1
 
 
-# Frames are split by the binding itself; simple ones are read there, the
-# rest by autobahn.
+# Plain frames are read and written by the binding itself (PlainFrames),
+# or by autobahn (AutobahnFrames, the off switch): the same answers.
 
 
-class AutobahnReads(WebSocketA2AProtocol):
-    """The binding with every frame read by autobahn: what the binding's own reading must match."""
+def test_both_frame_paths_provide_the_interface() -> None:
+    """Both ways of meeting the wire provide IFrameIO, and the factory picks one by its flag."""
+    assert verifyObject(IFrameIO, PlainFrames(1024))
+    assert verifyObject(IFrameIO, AutobahnFrames())
+    server = Server(direct=True)
+    assert isinstance(server.factory.frames, PlainFrames)
+    assert isinstance(Server(direct=False).factory.frames, AutobahnFrames)
 
-    read_frames_directly = False
+
+class AutobahnMessages(WebSocketA2AProtocol):
+    """The binding, counting the messages autobahn reads (its callbacks fire only for those)."""
+
+    read: list[bool] = []
+
+    def onMessageBegin(self, isBinary: bool) -> None:
+        self.read.append(isBinary)
+        super().onMessageBegin(isBinary)
 
 
 def _text(request_id: int, text: str = "hello") -> bytes:
@@ -1567,58 +1616,36 @@ _FRAME_SEQUENCES = {
 
 def _frames_answered(
     data: bytes, *, byte_by_byte: bool, direct: bool = True, max_body: int = CAP, max_message: int = 1024
-) -> tuple[list[tuple[int, bytes]], dict[str, int], int]:
-    """The frames the client gets for C{data}, the server's incoming counters, and autobahn's frame reads."""
-    server = Server(mounted=False, options=WebSocketOptions(max_message=max_message), max_body=max_body)
-    if not direct:
-        server.factory.protocol = AutobahnReads  # type: ignore[assignment]
+) -> tuple[list[tuple[int, bytes]], int]:
+    """The frames the client gets for C{data}, and how many messages autobahn read."""
+    server = Server(
+        mounted=False, options=WebSocketOptions(max_message=max_message), max_body=max_body, direct=direct
+    )
+    server.factory.protocol = AutobahnMessages  # type: ignore[assignment]
     connection = server.open([("A2A-Version", "1.0")])
     connection.responses()
-    protocol = connection.server
-    read_by_autobahn: list[bool] = []
-    process = protocol.processData
-    protocol.processData = lambda: read_by_autobahn.append(True) or process()  # type: ignore[method-assign]
-    stats = protocol.trafficStats
-    before = {
-        name: getattr(stats, name)
-        for name in (
-            "incomingOctetsWireLevel",
-            "incomingOctetsWebSocketLevel",
-            "incomingOctetsAppLevel",
-            "incomingWebSocketFrames",
-            "incomingWebSocketMessages",
-        )
-    }
+    AutobahnMessages.read = []
     if byte_by_byte:
         for index in range(len(data)):
             connection.write(data[index : index + 1])
     else:
         connection.write(data)
     connection.pump.flush()
-    counters = {name: getattr(stats, name) - value for name, value in before.items()}
     frames = [
         (opcode, re.sub(rb"[0-9a-v]{36}", b"<id>", payload))
         for opcode, payload in connection.client.frames[connection.read :]
     ]
-    return frames, counters, len(read_by_autobahn)
+    return frames, len(AutobahnMessages.read)
 
 
 @pytest.mark.parametrize("frames", _FRAME_SEQUENCES.values(), ids=_FRAME_SEQUENCES.keys())
-def test_simple_frames_read_directly_answer_as_autobahn_does(frames: list[bytes]) -> None:
-    """
-    The same frames read by the binding (in one read, and one byte at a
-    time) and by autobahn alone get the same answers, closes and frame and
-    message counts. (Octet counts are compared in the test below: autobahn
-    counts them per read, so after a failure they depend on how the bytes
-    were cut.)
-    """
+def test_plain_frames_read_directly_answer_as_autobahn_does(frames: list[bytes]) -> None:
+    """The same frames read by the binding (in one read, and one byte at a time) and by autobahn alone get the same answers and closes."""
     data = b"".join(frames)
-    direct, direct_counters, _ = _frames_answered(data, byte_by_byte=False)
-    trickled, trickled_counters, _ = _frames_answered(data, byte_by_byte=True)
-    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True, direct=False)
+    direct, _ = _frames_answered(data, byte_by_byte=False)
+    trickled, _ = _frames_answered(data, byte_by_byte=True)
+    autobahn, _ = _frames_answered(data, byte_by_byte=True, direct=False)
     assert direct == trickled == autobahn
-    for name in ("incomingWebSocketFrames", "incomingWebSocketMessages"):
-        assert direct_counters[name] == trickled_counters[name] == autobahn_counters[name]
     assert direct
 
 
@@ -1640,119 +1667,73 @@ _OVER_MAX_BODY = {
 
 @pytest.mark.parametrize("frames", _OVER_MAX_BODY.values(), ids=_OVER_MAX_BODY.keys())
 def test_messages_over_max_body_answer_as_autobahn_does(frames: list[bytes]) -> None:
-    """Messages over max_body, which the binding drops as they arrive, are answered as when autobahn reads them whole."""
+    """Messages over max_body, which are dropped as they arrive, are answered the same both ways."""
     data = b"".join(frames)
     sizes = {"max_body": 1024, "max_message": 8192}
-    direct, direct_counters, _ = _frames_answered(data, byte_by_byte=False, **sizes)
-    trickled, _, _ = _frames_answered(data, byte_by_byte=True, **sizes)
-    autobahn, autobahn_counters, _ = _frames_answered(data, byte_by_byte=True, direct=False, **sizes)
+    direct, _ = _frames_answered(data, byte_by_byte=False, **sizes)
+    trickled, _ = _frames_answered(data, byte_by_byte=True, **sizes)
+    autobahn, _ = _frames_answered(data, byte_by_byte=True, direct=False, **sizes)
     assert direct == trickled == autobahn
-    for name in ("incomingWebSocketFrames", "incomingWebSocketMessages"):
-        assert direct_counters[name] == autobahn_counters[name]
     assert direct
 
 
-def test_simple_frames_skip_autobahn_frame_reading() -> None:
-    """Pipelined simple frames are all answered without autobahn reading a frame."""
-    frames, counters, autobahn_reads = _frames_answered(
-        b"".join(_text(n) for n in range(1, 11)), byte_by_byte=False
-    )
+def test_plain_frames_skip_autobahn_frame_reading() -> None:
+    """Pipelined plain frames are all answered without autobahn reading a message; with the shortcut off autobahn reads each."""
+    data = b"".join(_text(n) for n in range(1, 11))
+    frames, autobahn_reads = _frames_answered(data, byte_by_byte=False)
     assert len(frames) == 10
     assert all(b"TASK_STATE_SUBMITTED" in payload for _, payload in frames)
-    assert counters["incomingWebSocketMessages"] == 10
-    assert counters["incomingOctetsWireLevel"] == sum(len(_text(n)) for n in range(1, 11))
-    payloads = sum(len(json.dumps(send_message("hello", n))) for n in range(1, 11))
-    assert counters["incomingOctetsWebSocketLevel"] == counters["incomingOctetsAppLevel"] == payloads
     assert autobahn_reads == 0
+    assert _frames_answered(data, byte_by_byte=False, direct=False)[1] == 10
 
 
 @settings(max_examples=300)
 @given(payload=st.binary(max_size=300), key=st.binary(min_size=4, max_size=4))
 def test_unmask_is_rfc6455_masking(payload: bytes, key: bytes) -> None:
-    """_unmask XORs every octet with the key octet at its index modulo 4."""
-    from beacon.bindings._websocket import _unmask
-
-    assert _unmask(payload, key) == bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    """unmask XORs every octet with the key octet at its index modulo 4."""
+    assert unmask(payload, key) == bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
-# Answers are written as plain text frames by the binding itself, unless an
-# autobahn option needs autobahn's own sendMessage.
+class AutobahnWrites(WebSocketA2AProtocol):
+    """The binding, counting the frames autobahn writes."""
 
-_OUTGOING = (
-    "outgoingWebSocketMessages",
-    "outgoingWebSocketFrames",
-    "outgoingOctetsAppLevel",
-    "outgoingOctetsWebSocketLevel",
-    "outgoingOctetsWireLevel",
-)
+    written: list[int] = []
+
+    def sendFrame(self, opcode: int, *args: Any, **kwargs: Any) -> None:
+        self.written.append(opcode)
+        super().sendFrame(opcode, *args, **kwargs)
 
 
-def _sent(payload: bytes, *, direct: bool, **options: Any) -> tuple[bytes, dict[str, int], int]:
-    """What one text message puts on the wire, the outgoing counters' moves, and autobahn's frame writes."""
+def _sent(payload: bytes, frames: IFrameIO) -> tuple[bytes, int]:
+    """What one text message puts on the wire, and how many frames autobahn wrote for it."""
     server = Server(mounted=False)
+    server.factory.protocol = AutobahnWrites  # type: ignore[assignment]
     connection = server.open([("A2A-Version", "1.0")])
     connection.responses()
-    protocol = connection.server
-    for name, value in options.items():
-        setattr(protocol, name, value)
-    autobahn_frames: list[bool] = []
-    send_frame = protocol.sendFrame
-    protocol.sendFrame = lambda *a, **k: autobahn_frames.append(True) or send_frame(*a, **k)  # type: ignore[method-assign]
-    stats = protocol.trafficStats
-    before = {name: getattr(stats, name) for name in _OUTGOING}
+    AutobahnWrites.written = []
     server_transport = connection.pump.serverIO
     start = len(server_transport.stream)
-    if direct:
-        protocol._send_text(payload)
-    else:
-        protocol.sendMessage(payload, isBinary=False)
-    wire = b"".join(server_transport.stream[start:])
-    counters = {name: getattr(stats, name) - value for name, value in before.items()}
-    return wire, counters, len(autobahn_frames)
+    frames.write_text(connection.server, payload)
+    return b"".join(server_transport.stream[start:]), len(AutobahnWrites.written)
 
 
 @pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 70000])
 def test_answers_are_written_as_autobahn_writes_them(size: int) -> None:
-    """Each length encoding gives autobahn's bytes and counters, without autobahn writing the frame."""
+    """Each length encoding gives autobahn's bytes, without autobahn writing the frame."""
     payload = b"x" * size
-    wire, counters, autobahn_writes = _sent(payload, direct=True)
-    expected_wire, expected_counters, _ = _sent(payload, direct=False)
-    assert wire == expected_wire
-    assert counters == expected_counters
-    assert autobahn_writes == 0
+    wire, autobahn_writes = _sent(payload, PlainFrames(DEFAULT_MAX_MESSAGE))
+    assert (wire, autobahn_writes) == (_sent(payload, AutobahnFrames())[0], 0)
+    assert wire[:1] == b"\x81"
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"maskServerFrames": True},
-        {"autoFragmentSize": 4},
-        {"logFrames": True},
-        {"logOctets": True},
-    ],
-    ids=lambda options: next(iter(options)),
-)
-def test_answers_go_through_autobahn_when_an_option_needs_it(options: dict[str, Any]) -> None:
-    """An autobahn option Beacon leaves off sends through autobahn, as it would have."""
-    payload = b'{"jsonrpc":"2.0","id":1,"result":{}}'
-    wire, counters, autobahn_writes = _sent(payload, direct=True, **options)
-    assert autobahn_writes >= 1
-    if "maskServerFrames" in options:
-        assert wire[1] & 0x80  # masked, as the option asks
-    elif "autoFragmentSize" in options:
-        assert wire[0] == 0x01  # a first fragment, not final
-    else:
-        assert wire == _text_frame_bytes(payload)
-    assert counters["outgoingWebSocketMessages"] == 1
-
-
-def _text_frame_bytes(payload: bytes) -> bytes:
-    return bytes((0x81, len(payload))) + payload
-
-
-def test_answer_over_autobahn_cap_is_refused_by_autobahn() -> None:
-    """A message over autobahn's cap goes to autobahn, which refuses it as it always has."""
+@pytest.mark.parametrize("frames", [PlainFrames(10), AutobahnFrames()], ids=["plain", "autobahn"])
+def test_answer_over_max_message_is_refused_by_autobahn(frames: IFrameIO) -> None:
+    """An answer over max_message goes to autobahn, which refuses it as it always has."""
     from autobahn.websocket.protocol import PayloadExceededError
 
+    server = Server(mounted=False, options=WebSocketOptions(max_message=1024))
+    connection = server.open()
     with pytest.raises(PayloadExceededError):
-        _sent(b"x" * 100, direct=True, maxMessagePayloadSize=10)
+        (PlainFrames(1024) if isinstance(frames, PlainFrames) else frames).write_text(
+            connection.server, b"x" * 2000
+        )

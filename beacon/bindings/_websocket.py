@@ -48,7 +48,8 @@ Wire contract::
       id is read from the frame's first 256 bytes only (ID_PREFIX), null
       when it is not a member there or the frame is binary. A message over
       max_body is not held: past max_body its bytes are dropped as they
-      arrive (a single frame over it is not even unmasked). A message over
+      arrive. A text message that is parsed must be UTF-8 (else close
+      1007); one refused unparsed is not looked at. A message over
       [websocket] max_message (4 MiB) ends the connection (close 1009). A
       notification that runs is never answered; a refused one is answered
       with a null id.
@@ -73,9 +74,17 @@ the binding's UNAUTHENTICATED refusal (exactly as seed 001 §6 shows it), and
 L{BEACON_DOMAIN} for every reason Beacon itself defines here (TOO_LARGE,
 RATE_LIMITED, IN_FLIGHT_LIMIT, STREAM_LAGGED and the upgrade refusals).
 
-Every timer (handshake, frame, idle, log summaries, autobahn's own close
-handshake) runs on the injected clock: the factory replaces autobahn's
-batched timer, which would otherwise use the global reactor.
+The binding uses autobahn's documented surface only: its protocol options,
+the connection callbacks (C{onConnect}, C{onOpen}, C{onClose}) and the
+streaming ones (C{onMessageBegin} ... C{onMessageEnd}), C{sendMessage},
+C{sendClose}; beside them it overrides C{failHandshake} (the refusal body)
+and C{sendCloseFrame} (to know a close was sent, and to send 1001 and 1008).
+Every timer (handshake, close handshake, frame, idle, log summaries) runs
+on the injected clock: autobahn's own timers, which run on the global
+reactor, are turned off through its options, and the connection ends a
+late handshake as autobahn's timeouts would. Plain frames, nearly all of
+the traffic, are read and written by Beacon itself (L{PlainFrames}); the
+factory's C{direct=False} leaves every frame to autobahn.
 """
 
 from __future__ import annotations
@@ -100,7 +109,7 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
-from zope.interface import implementer
+from zope.interface import Interface, implementer
 
 from beacon.bindings._edge import MAX_HEAD, field_lines, reason_phrase, refuse
 from beacon.bindings._http import TransportLimits
@@ -627,24 +636,151 @@ class _FrameSink:
             self.connection.stream_ended(self)
 
 
-#: The most bytes of one read given to autobahn at once: it stops between
-#: two pieces when the transport fills, and the rest of the read waits.
-FEED = 4096
-#: Seconds Beacon waits for the peer's close after sending its own
-#: (autobahn's default close handshake timeout).
-CLOSE_TIMEOUT = 1.0
+# How an open connection's messages meet the wire.
 
 
-class _Message(NamedTuple):
+class Message(NamedTuple):
     """
-    A whole message: its payload when within max_body, else the first
-    L{ID_PREFIX} bytes of it; C{wire}: its frames' size on the wire.
+    A whole incoming message: its payload when within max_body, else the
+    first L{ID_PREFIX} bytes of it; C{wire}: its frames' size on the wire.
     """
 
     binary: bool
     payload: bytes | None
     prefix: bytes | None
     wire: int
+
+
+class IFrameIO(Interface):
+    """
+    How an open connection's messages meet the wire beside autobahn's
+    callbacks. L{AutobahnFrames} leaves every frame to autobahn's public
+    API; L{PlainFrames} reads and writes the plain frames that carry
+    nearly all of the binding's traffic itself, and leaves the rest to
+    autobahn (C{WebSocketFactory(direct=False)} turns it off).
+    """
+
+    def read_frame(data: bytes, at: int, cap: int) -> tuple[Message, int] | None:
+        """
+        The message that is one whole plain frame at C{data[at:]}, with the
+        offset after that frame; None when there is none, and autobahn
+        reads what is there.
+
+        @param cap: The largest payload read here (max_body and
+            max_message): a larger one is autobahn's to read.
+        """
+
+    def write_text(connection: WebSocketServerProtocol, payload: bytes) -> None:
+        """Send C{payload} as one text message on C{connection}."""
+
+
+@implementer(IFrameIO)
+class AutobahnFrames:
+    """Every frame read and written by autobahn, through its public API."""
+
+    def read_frame(self, data: bytes, at: int, cap: int) -> tuple[Message, int] | None:
+        """None: autobahn reads every frame."""
+        return None
+
+    def write_text(self, connection: WebSocketServerProtocol, payload: bytes) -> None:
+        """Autobahn's L{sendMessage}."""
+        connection.sendMessage(payload, isBinary=False)
+
+
+@implementer(IFrameIO)
+class PlainFrames:
+    """
+    Plain frames read and written by Beacon, as RFC 6455 5.2 lays them
+    out, where autobahn would spend more building its debug log's
+    arguments than the frame costs. A plain incoming frame is final,
+    masked, text or binary, with no RSV bit and a minimally encoded length
+    within the cap; a plain outgoing frame is a final, unmasked text frame
+    within C{max_message} (the factory's protocol options never fragment,
+    mask or compress what the server sends). Autobahn reads and writes
+    every other frame, and what autobahn does after them is unchanged:
+    it never holds a byte when a plain frame is read (the connection
+    reads here only at a frame boundary outside a fragmented message),
+    and writes its own frames (pongs, closes) straight to the transport,
+    in order with these.
+    """
+
+    def __init__(self, max_message: int) -> None:
+        """
+        @param max_message: A larger answer goes to autobahn, which refuses
+            it (L{PayloadExceededError}) as it always has.
+        """
+        self.max_message = max_message
+
+    def read_frame(self, data: bytes, at: int, cap: int) -> tuple[Message, int] | None:
+        """The whole plain frame at C{data[at:]}, unmasked, if there is one."""
+        size = len(data)
+        if size - at < 6:
+            return None
+        first = data[at]
+        second = data[at + 1]
+        opcode = first & 0x7F  # with the RSV bits, which must be clear
+        if (opcode != 1 and opcode != 2) or not first & 0x80 or not second & 0x80:
+            return None
+        length = second & 0x7F
+        if length < 126:
+            start = at + 6
+        elif length == 126:
+            start = at + 8
+            if start > size:
+                return None
+            length = (data[at + 2] << 8) | data[at + 3]
+            if length < 126:
+                return None
+        else:
+            start = at + 14
+            if start > size:
+                return None
+            length = int.from_bytes(data[at + 2 : at + 10], "big")
+            if length < 0x10000 or length >> 63:
+                return None
+        end = start + length
+        if end > size or length > cap:
+            return None
+        payload = unmask(data[start:end], data[start - 4 : start])
+        return Message(opcode == 2, payload, None, end - at), end
+
+    def write_text(self, connection: WebSocketServerProtocol, payload: bytes) -> None:
+        """One final text frame, written to the transport."""
+        if len(payload) > self.max_message:
+            connection.sendMessage(payload, isBinary=False)
+            return
+        transport = connection.transport
+        assert transport is not None
+        transport.write(text_frame(payload))
+
+
+def unmask(masked: bytes, key: bytes) -> bytes:
+    """C{masked} XORed with the 4-byte C{key} repeated (RFC 6455 5.3)."""
+    count = len(masked)
+    if not count:
+        return b""
+    repeated = (key * ((count >> 2) + 1))[:count]
+    return (int.from_bytes(masked, "little") ^ int.from_bytes(repeated, "little")).to_bytes(
+        count, "little"
+    )
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A server's text frame (RFC 6455 5.2): final, unmasked, C{payload} whole."""
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 0x10000:
+        return bytes((0x81, 126)) + size.to_bytes(2, "big") + payload
+    return bytes((0x81, 127)) + size.to_bytes(8, "big") + payload
+
+
+#: The most bytes of one read given to autobahn at once: it stops between
+#: two pieces when the transport fills, and the rest of the read waits.
+FEED = 4096
+#: Seconds Beacon waits for the peer's close after sending its own
+#: (autobahn's default close handshake timeout).
+CLOSE_TIMEOUT = 1.0
 
 
 def _frame_head_size(length: int) -> int:
@@ -728,12 +864,15 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         # What was read and not yet given to autobahn, held while the
         # transport is full; the messages autobahn completed meanwhile.
         self._unfed = bytearray()
-        self._messages: deque[_Message] = deque()
+        self._messages: deque[Message] = deque()
+        self._frames: IFrameIO = AutobahnFrames()
         # Bytes given to autobahn that no frame has accounted for yet (a
-        # frame head still arriving), whether a frame's payload is still
-        # arriving, and whether a frame completed since the last read.
+        # frame head still arriving), whether a frame's payload or a
+        # fragmented message is still arriving, and whether a frame
+        # completed since the last read.
         self._unread = 0
         self._in_frame = False
+        self._in_message = False
         self._progress = False
         self._arrival: IDelayedCall | None = None
         # The message arriving.
@@ -921,6 +1060,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self._cancel(self._handshake)
         self._handshake = None
         factory = self.factory
+        self._frames = factory.frames
         factory.connections.add(self)
         cast(IConsumer, self.transport).registerProducer(self, True)
         supported = version_supported(self.parameters.get("a2a-version"))
@@ -938,17 +1078,28 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     def _feed(self, data: bytes) -> None:
         """
-        Give C{data} to autobahn, at most L{FEED} bytes at a time, until the
-        transport is full: the rest is held until it drains. Then time a
-        frame that is left incomplete.
+        Read C{data} until the transport is full (the rest is held until it
+        drains): where autobahn holds nothing, the plain frames that the
+        connection's L{IFrameIO} reads; anything else is given to autobahn,
+        at most L{FEED} bytes at a time. Then time a frame that is left
+        incomplete.
         """
         size = len(data)
         at = 0
+        frames = self._frames
+        cap = min(self.factory.limits.max_body, self.factory.options.max_message)
         while at < size:
             if self._paused:
-                self._unfed += data[at:]
+                self._unfed += data[at:] if at else data
                 break
-            piece = data if size <= FEED else data[at : at + FEED]
+            if not (self._unread or self._in_frame or self._in_message or self._closing):
+                found = frames.read_frame(data, at, cap)
+                if found is not None:
+                    message, at = found
+                    self._progress = True
+                    self._handle(message)
+                    continue
+            piece = data[at : at + FEED] if at or size > FEED else data
             at += len(piece)
             self._unread += len(piece)
             super().dataReceived(piece)
@@ -957,6 +1108,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
     def onMessageBegin(self, isBinary: bool) -> None:
         """A message begins: nothing of it is kept yet."""
         super().onMessageBegin(isBinary)
+        self._in_message = True
         self._binary = isBinary
         self._size = 0
         self._wire = 0
@@ -1006,7 +1158,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         The message is whole: handle it, or, while the transport is full,
         hold it until it drains.
         """
-        message = _Message(
+        message = Message(
             self._binary,
             b"".join(self._parts) if self._prefix is None else None,
             None if self._prefix is None else bytes(self._prefix),
@@ -1015,6 +1167,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
         self._parts = []
         self._kept = 0
         self._prefix = None
+        self._in_message = False
         if self._closing:
             return
         if self._paused or self._messages:
@@ -1106,7 +1259,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
 
     # Requests.
 
-    def _handle(self, message: _Message) -> None:
+    def _handle(self, message: Message) -> None:
         """
         One whole message: the transport limits and the credential, refused
         without parsing it (the id is read from its first L{ID_PREFIX}
@@ -1224,7 +1377,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             return
         data = dumps(response)
         if not self._paused and not self._pending:
-            self.sendMessage(data, isBinary=False)
+            self._frames.write_text(self, data)
             return
         if sink is not None:
             sink.queued += 1
@@ -1278,7 +1431,7 @@ class WebSocketA2AProtocol(WebSocketServerProtocol):
             if sink is not None:
                 sink.queued -= 1
             if self._opened and not self._closing:
-                self.sendMessage(data, isBinary=False)
+                self._frames.write_text(self, data)
         while self._messages and not self._paused:
             self._handle(self._messages.popleft())
         if not self._paused and self._unfed:
@@ -1423,6 +1576,9 @@ class WebSocketFactory(WebSocketServerFactory):
     """
 
     protocol = WebSocketA2AProtocol  # type: ignore[assignment]
+    #: Whether connections read and write plain frames themselves
+    #: (L{PlainFrames}) when the constructor does not say.
+    direct_default: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -1432,6 +1588,7 @@ class WebSocketFactory(WebSocketServerFactory):
         options: WebSocketOptions = WebSocketOptions(),
         *,
         extensions: frozenset[str] = frozenset(),
+        direct: bool | None = None,
     ) -> None:
         """
         @param dispatcher: The same dispatcher (and so policy) as the
@@ -1441,8 +1598,15 @@ class WebSocketFactory(WebSocketServerFactory):
         @param clock: Every timeout of the binding runs on it.
         @param options: C{[websocket]}.
         @param extensions: The extension URIs the binding supports.
+        @param direct: Whether connections read and write plain frames
+            themselves (L{PlainFrames}, the shortcut) or leave every frame
+            to autobahn (L{AutobahnFrames}: its off switch); None: as
+            L{direct_default} says.
         """
         super().__init__(server=None, reactor=clock)
+        if direct is None:
+            direct = self.direct_default
+        self.frames: IFrameIO = PlainFrames(options.max_message) if direct else AutobahnFrames()
         self.dispatcher = dispatcher
         self.limits = limits
         self.clock = clock
