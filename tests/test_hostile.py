@@ -195,3 +195,6 @@ def test_arbitrary_websocket_frames(payloads: list[tuple[int, bytes]]) -> None:
     assert [a["id"] for a in connection.responses()] == ["probe"]
     for submission in server.store.submissions.values():
         assert set(json.loads(submission.content)) in ({"text"}, {"message"})
+    # The peer goes away: the connection's timers go with it.
+    connection.pump.clientIO.loseConnection()
+    connection.pump.flush()
