@@ -68,7 +68,7 @@ def lose(channel: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _lose_connections() -> Iterator[None]:
+def lose_connections() -> Iterator[None]:
     """Every connection a test opened is lost at its end, as its peer would."""
     yield
     try:

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from test_direct import SEND, Server, comparable
+# lose_connections is test_direct's autouse fixture: every connection a test
+# opens is lost at its end, as its peer would, for the clock check.
+from test_direct import SEND, Server, comparable, lose_connections  # noqa: F401
 
 BOTH = pytest.mark.parametrize("direct", [True, False], ids=["direct", "twisted.web"])
 CARD = b"/.well-known/agent-card.json"
@@ -398,16 +400,14 @@ def test_both_requests_provide_the_direct_request_interface() -> None:
             return b"ok"
 
     from twisted.internet.task import Clock
-    from twisted.internet.testing import StringTransport
 
-    from test_direct import PEER
+    from test_direct import connect
 
     for direct in (True, False):
         root = Container()
         root.putChild(b"r", Recording())
         site = BeaconSite(root, clock=Clock(), direct=direct)
-        channel = site.buildProtocol(PEER)
-        channel.makeConnection(StringTransport(peerAddress=PEER))
+        channel, _ = connect(site)
         channel.dataReceived(b"GET /r?a=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert len(seen) == 2
     assert type(seen[0]).__name__ == "DirectRequest"
