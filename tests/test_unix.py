@@ -836,6 +836,7 @@ def test_many_denied_peers_do_not_lock_the_operator_out(logged_events: Any) -> N
     assert site.open_connections == 1
     assert len(logged_events.named("a2a.unix.denied")) == 300
     assert logged_events.named("http.connection_refused") == []
+    protocol.connectionLost(Failure(ConnectionDone()))
 
 
 @pytest_twisted.ensureDeferred
