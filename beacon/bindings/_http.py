@@ -644,8 +644,14 @@ class TransportLimits:
 
 
 def _header(request: server.Request, name: bytes) -> str | None:
-    value = request.getHeader(name)
-    return value.decode("latin-1") if value is not None else None
+    """
+    The value of request header C{name}: its field lines joined with
+    C{", "}, as the WebSocket binding reads its service parameters (RFC
+    9110 5.3), so that a version or a credential sent on two lines comes
+    to the same outcome on every binding (none of them reads as one).
+    """
+    values = request.requestHeaders.getRawHeaders(name)
+    return b", ".join(values).decode("latin-1") if values else None
 
 
 class JSONRPCResource(MethodsResource):
