@@ -352,13 +352,13 @@ def test_nul_in_a_native_submission_is_invalid_submission(document: dict[str, An
 
 def test_websocket_refusals_have_their_reason_phrases() -> None:
     """Every status a refused upgrade is answered with reads RFC 9110's phrase (426 Upgrade Required, 429 Too Many Requests)."""
-    from beacon.bindings._websocket import _STATUS, Refusal
+    from beacon.bindings._ws_errors import STATUS, Refusal
 
     phrases = {
         400: b"Bad Request", 403: b"Forbidden", 426: b"Upgrade Required",
         429: b"Too Many Requests", 503: b"Service Unavailable",
     }
-    assert set(_STATUS) == set(phrases)
+    assert set(STATUS) == set(phrases)
     for code, phrase in phrases.items():
         assert Refusal(code, "m").response().startswith(b"HTTP/1.1 %d %s\r\n" % (code, phrase))
 

@@ -56,13 +56,8 @@ from beacon.bindings.websocket import (
     websocket_url,
 )
 from beacon.bindings._edge import field_lines
-from beacon.bindings._websocket import (
-    AutobahnFrames,
-    IFrameIO,
-    PlainFrames,
-    unmask,
-    upgrade_lines,
-)
+from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames, unmask
+from beacon.bindings._ws_parameters import upgrade_lines
 from beacon.config import build_config
 from beacon.intake import CardText, PublicPolicy, schema_validator
 from beacon.protocol import (

@@ -21,14 +21,10 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
 
-import beacon.bindings._websocket as ws
-from beacon.bindings._websocket import (
-    ID_PREFIX,
-    LOG_TEXT_LIMIT,
-    WebSocketA2AProtocol,
-    clip,
-    prefix_id,
-)
+import beacon.bindings._ws_protocol as ws
+from beacon.bindings._ws_errors import ID_PREFIX, prefix_id
+from beacon.bindings._ws_log import LOG_TEXT_LIMIT, clip
+from beacon.bindings._ws_protocol import WebSocketA2AProtocol
 from beacon.bindings.websocket import WebSocketOptions
 from beacon.config import build_config
 from test_websocket import (
