@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
+from twisted.python.failure import Failure
 
 import beacon.bindings._ws_protocol as ws
 from beacon.bindings._ws_errors import ID_PREFIX, prefix_id
@@ -27,19 +29,20 @@ from beacon.bindings._ws_log import LOG_TEXT_LIMIT, clip
 from beacon.bindings._ws_protocol import WebSocketA2AProtocol
 from beacon.bindings.websocket import WebSocketOptions
 from beacon.config import build_config
-from test_websocket import (
+from websocket_support import (  # noqa: F401 (fixtures)
+    TOKEN,
     VERSION,
     Connection,
-    TOKEN,
     HeldHandler,
-    frame_path,
-    pytest_generate_tests,
     Server,
     _sync,
     auth_server,
     call,
+    close_servers,
     frame,
+    frame_path,
     get,
+    pytest_generate_tests,
     send_message,
     upgrade_request,
 )
@@ -415,6 +418,7 @@ def _stalled_connection(server: Server) -> tuple[WebSocketA2AProtocol, UnreadTra
     assert isinstance(protocol, WebSocketA2AProtocol)
     transport = UnreadTransport()
     protocol.makeConnection(transport)
+    server.closing.append(lambda: protocol.connectionLost(Failure(ConnectionDone())))
     protocol.dataReceived(upgrade_request("/", VERSION))
     assert transport.value().startswith(b"HTTP/1.1 101")
     transport.clear()
