@@ -8,15 +8,16 @@ HTTP+JSON body, and the handshake timed on the factory's clock.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from autobahn.twisted.websocket import WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.address import IPv4Address, IPv6Address
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from beacon.bindings._edge import MAX_HEAD
+from beacon.bindings._http import TransportLimits
 from beacon.bindings._limits import Admission
 from beacon.bindings._ws_errors import (
     INVALID_UPGRADE,
@@ -26,14 +27,36 @@ from beacon.bindings._ws_errors import (
     Refusal,
     rate_refusal,
 )
-from beacon.bindings._ws_log import AutobahnLog
+from beacon.bindings._ws_frames import IFrameIO
+from beacon.bindings._ws_log import AutobahnLog, LogSummary
 from beacon.bindings._ws_parameters import ascii_lower, service_parameters, upgrade_lines
-from beacon.protocol import CallContext, parse_extensions
-
-if TYPE_CHECKING:
-    from beacon.bindings._ws_factory import WebSocketFactory
+from beacon.config import WebSocketOptions
+from beacon.protocol import CallContext, Dispatcher, parse_extensions
 
 log = Logger()
+
+
+class ConnectionFactory(Protocol):
+    """
+    What a connection uses of the factory that made it (a
+    L{WebSocketFactory}): its options and limits, the clock, the counts
+    under the connection caps, the summary of refusals, the dispatcher.
+    """
+
+    options: WebSocketOptions
+    limits: TransportLimits
+    clock: IReactorTime
+    dispatcher: Dispatcher
+    extensions: frozenset[str]
+    allowed_origins: frozenset[str]
+    frames: IFrameIO
+    events: LogSummary
+    open_connections: int
+    connections_by_source: dict[str, int]
+    connections: set[Any]
+
+    def refused(self, refusal: Refusal, source: str) -> None:
+        """Count a refused upgrade, and log it unless one of its kind was just logged."""
 
 
 def peer_host(address: Any) -> str:
@@ -60,7 +83,7 @@ class UpgradeProtocol(WebSocketServerProtocol):
     @ivar source: The caller, as the factory's L{SourceResolver} names it.
     """
 
-    factory: WebSocketFactory
+    factory: ConnectionFactory
 
     def __init__(self) -> None:
         super().__init__()
@@ -278,4 +301,4 @@ class UpgradeProtocol(WebSocketServerProtocol):
                 factory.connections_by_source.pop(self.source, None)
 
 
-__all__ = ["UpgradeProtocol", "peer_host"]
+__all__ = ["ConnectionFactory", "UpgradeProtocol", "peer_host"]
