@@ -51,8 +51,9 @@ log = Logger()
 #: The marker frame's result after a stream's last event.
 STREAM_COMPLETE = {"status": "stream_complete"}
 
-#: The most bytes of one read given to autobahn at once: it stops between
-#: two pieces when the transport fills, and the rest of the read waits.
+#: The most bytes of one read given to autobahn at once outside a frame's
+#: payload (which is given whole): it stops between two pieces when the
+#: transport fills, and the rest of the read waits.
 FEED = 4096
 
 #: Seconds Beacon waits for the peer's close after sending its own
@@ -168,6 +169,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         # completed since the last read.
         self._unread = 0
         self._in_frame = False
+        self._frame_left = 0
         self._in_message = False
         self._progress = False
         self._arrival: IDelayedCall | None = None
@@ -200,7 +202,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     # Frames.
 
     def frames_received(self, data: bytes) -> None:
-        """Give autobahn what was read, unless the transport is full."""
+        """Read what arrived (see L{_feed}), or hold it while the transport is full."""
         if self._paused or self._unfed:
             self._unfed += data
         else:
@@ -211,8 +213,8 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         Read C{data} until the transport is full (the rest is held until it
         drains): where autobahn holds nothing, the plain frames that the
         connection's L{IFrameIO} reads; anything else is given to autobahn,
-        at most L{FEED} bytes at a time. Then time a frame that is left
-        incomplete.
+        the rest of a frame's payload at once, other bytes at most L{FEED}
+        at a time. Then time a frame that is left incomplete.
         """
         size = len(data)
         at = 0
@@ -229,7 +231,8 @@ class WebSocketA2AProtocol(UpgradeProtocol):
                     self._progress = True
                     self._handle(message)
                     continue
-            piece = data[at : at + FEED] if at or size > FEED else data
+            take = self._frame_left if self._frame_left else FEED
+            piece = data[at : at + take] if at or size > take else data
             at += len(piece)
             self._unread += len(piece)
             self.to_autobahn(piece)
@@ -257,6 +260,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         self._unread -= head
         self._wire += head + length
         self._in_frame = True
+        self._frame_left = length
         if self._closing:
             return
         self._size += length
@@ -268,6 +272,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     def onMessageFrameData(self, payload: bytes) -> None:
         """Keep the payload up to max_body; past it, only the message's first bytes."""
         self._unread -= len(payload)
+        self._frame_left -= len(payload)
         if self._closing:
             return
         prefix = self._prefix
