@@ -37,8 +37,10 @@ from peers.process import (
     TwistdProcess,
 )
 
-#: The socket timeout of every HTTP exchange.
-HTTP_TIMEOUT = 10.0
+#: The socket timeout of every HTTP exchange, and the bound of every wait
+#: for a log line: a safety net against a hang on a loaded machine, never
+#: what a test measures (no test reads the clock to judge speed).
+HTTP_TIMEOUT = 60.0
 
 #: Beacon's default body cap ([limits] max_body), inclusive.
 MAX_BODY = 65_536
@@ -528,24 +530,35 @@ def test_body_over_cap_is_413(beacon: Beacon) -> None:
     assert "intake.stored" not in beacon.log
 
 
+def assert_refused_before_the_body(beacon: Beacon) -> None:
+    """
+    The log says Beacon refused a body over the cap (the early refusal) and
+    never timed a request out: a 413 for a request whose body never came
+    whole was sent without waiting for it. (Waiting would end in
+    [limits] body_timeout's 408 and its http.request_timeout line.)
+    """
+    beacon.process.wait_for(r"http\.too_large: refused a request body over 65536 bytes", HTTP_TIMEOUT)
+    assert "http.request_timeout" not in beacon.log, beacon.log
+
+
 def test_declared_length_over_cap_is_413_at_once(beacon: Beacon) -> None:
-    """A declared Content-Length of 10,000,000 with no body sent is answered 413 at once and the connection closed."""
-    started = time.monotonic()
+    """A declared Content-Length of 10,000,000 with no body sent is answered 413 at once (before any of the body, no timeout) and the connection closed."""
     response = raw_exchange(beacon.port, post_head("Content-Length: 10000000"))
     assert_too_large(response)
     assert response.closed, "the connection was left open"
-    assert time.monotonic() - started < HTTP_TIMEOUT / 2
+    assert_refused_before_the_body(beacon)
 
 
 def test_chunked_body_over_cap_is_413(beacon: Beacon) -> None:
     """A chunked body that grows past 65,536 bytes is answered 413 without waiting for its end."""
     chunk = b"4000\r\n" + b" " * 0x4000 + b"\r\n"  # 16,384 bytes of body
     parts = [chunk] * (MAX_BODY // 0x4000 + 1)  # 81,920 bytes, never terminated
-    started = time.monotonic()
     response = raw_exchange(beacon.port, post_head("Transfer-Encoding: chunked"), parts)
+    # The body never ends, so only the refusal as it grew over the cap can
+    # have answered 413.
     assert_too_large(response)
     assert response.closed
-    assert time.monotonic() - started < HTTP_TIMEOUT / 2
+    assert_refused_before_the_body(beacon)
 
 
 def test_chunked_body_at_cap_reaches_jsonrpc(beacon: Beacon) -> None:
@@ -565,17 +578,18 @@ def test_chunked_body_at_cap_reaches_jsonrpc(beacon: Beacon) -> None:
 
 
 def test_rate_limit(launcher: BeaconLauncher) -> None:
-    """With [limits] rate = 1 and burst = 3, the 4th quick request gets 429, Retry-After and rate_limited, and the log says http.rate_limited."""
+    """With [limits] burst = 3 and a rate of one request per 1,000 s, the 4th request gets 429, Retry-After and rate_limited, and the log says http.rate_limited."""
+    # The bucket refills one token per 1,000 s: the four requests could only
+    # all pass if they took that long, so the 4th is refused however slowly
+    # the machine sends them.
     config = launcher.cwd / "beacon.toml"
-    config.write_text("[limits]\nrate = 1\nburst = 3\n", encoding="utf-8")
+    config.write_text("[limits]\nrate = 0.001\nburst = 3\n", encoding="utf-8")
     beacon = launcher.start("--config", str(config))
     body = rpc_body("ListTasks", {})
-    started = time.monotonic()
     answers = [rpc(beacon, body) for _ in range(4)]
-    elapsed = time.monotonic() - started
     assert [a.status for a in answers[:3]] == [200, 200, 200], answers
     refused = answers[3]
-    assert refused.status == 429, (refused, f"{elapsed:.3f} s for four requests")
+    assert refused.status == 429, refused
     assert int(refused.headers["Retry-After"]) >= 1
     error = refused.json()["error"]
     assert error["code"] == "rate_limited"
