@@ -58,9 +58,10 @@ Wire contract::
       frame_timeout ([limits] body_timeout, 30 s) ends the connection (close
       1008); a connection with no request frame and nothing in progress for
       idle_timeout (300 s) is closed (1000). While the transport's buffer is
-      full (the peer does not read) no further frame is read: the rest of
-      the last read is held, the socket is not read, and only the answers
-      of requests already in progress are held until it drains.
+      full (the peer does not read) no further request is run: the rest of
+      the last read (and any message of it already read) is held, the
+      socket is not read, and only the answers of requests already in
+      progress are held until it drains.
 
     Streams: each event {"jsonrpc":"2.0","id":<id>,"result":<StreamResponse>},
       then {"jsonrpc":"2.0","id":<id>,"result":{"status":"stream_complete"}};
@@ -81,8 +82,9 @@ C{sendClose}; beside them it overrides C{failHandshake} (the refusal body)
 and C{sendCloseFrame} (to know a close was sent, and to send 1001 and 1008).
 Every timer (handshake, close handshake, frame, idle, log summaries) runs
 on the injected clock: autobahn's own timers, which run on the global
-reactor, are turned off through its options, and the connection ends a
-late handshake as autobahn's timeouts would. Plain frames, nearly all of
+reactor, are turned off through its options, and the connection's own
+timers end a late handshake through autobahn's C{onOpenHandshakeTimeout}
+and C{onCloseHandshakeTimeout}. Plain frames, nearly all of
 the traffic, are read and written by Beacon itself (L{PlainFrames}); the
 factory's C{direct=False} leaves every frame to autobahn.
 
