@@ -70,8 +70,10 @@ from beacon.config import build_config
 from beacon.service import Listeners, makeService
 from peers.process import LOOPBACK_HTTP, Beacon, BeaconLauncher
 
-#: The longest a test waits for something the real reactor does.
-WAIT = 10.0
+#: The longest a test waits for something the real reactor, a socket or a
+#: process does: a safety net against a hang on a loaded machine (CI may
+#: run 5-10 times slower than an idle one), never what a test measures.
+WAIT = 60.0
 
 STRUCTURED = {
     "from": {"name": "Ada", "agent": "ada-assistant/2.1", "operator": "Example Lab"},
@@ -895,8 +897,9 @@ def test_inert_text() -> None:
 
 
 BEACON_SCRIPT = Path(sys.executable).parent / "beacon"
-#: How long one command may take before the test gives up.
-COMMAND_TIMEOUT = 30.0
+#: How long one command may take before the test gives up (a safety net:
+#: the script imports Twisted and Beacon, which a loaded machine does slowly).
+COMMAND_TIMEOUT = 120.0
 
 
 def run_beacon(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
