@@ -10,6 +10,7 @@ sleeps. Only the a2a-sdk agent (a subprocess) is waited for, boundedly.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -58,8 +59,10 @@ from beacon.config import build_config
 from beacon.service import makeService
 
 AGENT = Path(__file__).parent / "peers" / "a2a_sdk_agent.py"
-#: How long the a2a-sdk agent subprocess may take to stop.
-STOP_TIMEOUT = 10.0
+#: How long the a2a-sdk agent subprocess may take to serve its card, and to
+#: stop: safety nets for a loaded machine (it starts in about a second idle).
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 60.0
 
 
 def a_card(interfaces: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
@@ -302,6 +305,18 @@ def sdk_agent() -> Iterator[str]:
     )
     listening.close()
     try:
+        # Wait (bounded, blocking) until it serves, so that the client under
+        # test, whose own timeouts run on the real reactor, never waits for
+        # the agent's start-up (imports a loaded machine does slowly).
+        ready = http.client.HTTPConnection("127.0.0.1", port, timeout=START_TIMEOUT)
+        try:
+            ready.request("GET", "/.well-known/agent-card.json")
+            status = ready.getresponse().status
+        except OSError as e:
+            pytest.fail(f"the a2a-sdk agent did not serve (exit code {process.poll()}): {e!r}")
+        finally:
+            ready.close()
+        assert status == 200, status
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()

@@ -20,8 +20,13 @@ from peers.process import Beacon, BeaconLauncher
 
 CLIENT = Path(__file__).parent / "peers" / "a2a_sdk_client.py"
 
-#: The whole peer run (card, SendMessage, GetTask) is bounded by this.
-PEER_TIMEOUT = 60.0
+#: The whole peer run (its imports, then card, SendMessage, GetTask) is
+#: bounded by this: a safety net, above the peer's own bound on its run
+#: (three times its per-step TIMEOUT), so that a slow machine fails with the
+#: peer's own message if at all.
+PEER_TIMEOUT = 240.0
+#: How long the test waits for a log line of Beacon's (a safety net).
+LOG_TIMEOUT = 60.0
 
 
 @pytest.fixture
@@ -91,6 +96,6 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
         sent["timestamp"],
     )
 
-    stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+)", 10.0)
+    stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+)", LOG_TIMEOUT)
     assert stored.group(1) == sent["id"]
     assert text not in beacon.log

@@ -36,8 +36,9 @@ from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 
-#: Every network step is bounded by this many seconds.
-TIMEOUT = 20.0
+#: Every network step is bounded by this many seconds (a safety net for a
+#: loaded machine; the whole run by three times as much).
+TIMEOUT = 60.0
 
 JSONRPC = "JSONRPC"
 
