@@ -58,7 +58,7 @@ reactor = IReactorFromThreads(_reactor)
 Store = SQLiteStore | MemoryStore | PostgreSQLStore
 
 #: How long a test waits for a listener to hear of a write, in seconds.
-HEARD_TIMEOUT = 20.0
+HEARD_TIMEOUT = 60.0
 
 
 #: Submission n is received at T0 + n unless told otherwise.
