@@ -176,7 +176,9 @@ class Config:
     @ivar access_log: Whether the public listeners log a line per request.
     @ivar direct: Whether the public listeners answer plain requests to
         Beacon's own resources on the direct channel (see
-        L{beacon.bindings._direct}); False: twisted.web serves every request.
+        L{beacon.bindings._direct}) and WebSocket connections read and write
+        plain frames themselves; False: twisted.web serves every request and
+        autobahn reads and writes every frame.
     @ivar cors_origins: The web origins whose pages may call the RPC
         endpoints (C{POST /a2a/v1}, the native submit) through CORS; empty:
         none (the discovery documents are open to every origin regardless).

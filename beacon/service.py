@@ -172,7 +172,14 @@ def beacon_resources(
         native=NativeResources(policy, limits, validator.schema, reactor.seconds()),
         config=config,
         clock=reactor,
-        websocket=WebSocketFactory(dispatcher, limits, reactor, config.websocket),
+        websocket=WebSocketFactory(
+            dispatcher,
+            limits,
+            reactor,
+            config.websocket,
+            # [server] direct = false: autobahn reads and writes every frame.
+            direct=None if config.direct else False,
+        ),
     )
     if config.public_url is not None:
         result.publish(config.public_url)

@@ -679,3 +679,47 @@ def test_failures_are_typed() -> None:
     for error in (InvalidCard("u", "p"), NoCompatibleInterface([]), EventTooLarge("x"), Timeout("a", 1)):
         assert isinstance(error, ClientError)
     assert isinstance(Failure(Timeout("a", 1, "connect")).value, ClientError)
+
+
+@pytest_twisted.ensureDeferred
+async def test_websocket_upgrade_unanswered_is_timed_on_the_clock() -> None:
+    """An agent that accepts the connection but never answers the upgrade: the call fails once connect_timeout passes on the client's clock, and the connection is aborted (no timer of autobahn's left on the global reactor)."""
+    from beacon.client._transport import DialFactory
+    from beacon.client._websocket import WebSocketTransport
+
+    accepted: Deferred[Protocol] = Deferred()
+    lost: Deferred[None] = Deferred()
+
+    class Silent(Protocol):
+        def dataReceived(self, data: bytes) -> None:
+            # The upgrade request: the client is connected and waiting.
+            if not accepted.called:
+                accepted.callback(self)
+
+        def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+            lost.callback(None)
+
+    port = reactor.listenTCP(0, Factory.forProtocol(Silent), interface="127.0.0.1")
+    clock = Clock()
+    transport = WebSocketTransport(
+        reactor,
+        f"ws://127.0.0.1:{port.getHost().port}/a2a/ws",
+        clock=clock,
+        dial=DialFactory(reactor, clock, 5.0),
+        connect_timeout=5.0,
+        response_timeout=60.0,
+        idle_timeout=60.0,
+    )
+    try:
+        call = transport.call(1, "GetTask", {"id": "x"}, ())
+        await accepted
+        clock.advance(4.9)
+        assert not call.called
+        clock.advance(0.2)
+        with pytest.raises(TransportError, match="did not answer the upgrade within 5.0 s"):
+            await call
+        await lost
+        assert [c for c in clock.getDelayedCalls() if c.active()] == []
+    finally:
+        await transport.close()
+        await port.stopListening()

@@ -77,6 +77,7 @@ from beacon.bindings._edge import (
     Container,
     MAX_HEADERS,
     connection_tokens,
+    field_lines,
     reason_phrase,
     refuse_slow,
 )
@@ -90,10 +91,6 @@ ABORT_TIMEOUT = 15.0
 _REQUEST_LINE = re.compile(
     rb"(GET|HEAD|POST) (/[^ ?#%\x00-\x20\x7f-\xff]*)(\?[^ #\x00-\x20\x7f-\xff]*)? HTTP/1\.1"
 )
-_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"
-_HEADER_BLOCK = re.compile(rb"(?:" + _TOKEN + rb":" + _VALUE + rb"\r\n)*")
-_HEADER = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb"?)[ \t]*\r\n")
 #: Request headers whose presence hands a request to twisted.web.
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 
@@ -587,10 +584,10 @@ class DirectChannel(Protocol):
             self._hand_over()
             return False
         block = buffer[line_end + 2 : end + 2]
-        if _HEADER_BLOCK.fullmatch(block) is None:
+        lines = field_lines(block, strict=True)
+        if lines is None:
             self._hand_over()
             return False
-        lines = _HEADER.findall(block)
         headers: dict[bytes, list[bytes]] = {}
         for name, value in lines:
             name = name.lower()

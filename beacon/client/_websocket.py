@@ -47,16 +47,6 @@ DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
 STREAM_COMPLETE = {"status": "stream_complete"}
 
 
-class _ClockTimer:
-    """autobahn's C{IBatchedTimer} on the injected clock."""
-
-    def __init__(self, clock: IReactorTime) -> None:
-        self._clock = clock
-
-    def call_later(self, delay: float, func: Any, *args: Any, **kwargs: Any) -> IDelayedCall:
-        return self._clock.callLater(delay, func, *args, **kwargs)
-
-
 class _Protocol(WebSocketClientProtocol):  # type: ignore[misc]
     """Hands frames and the close to its L{_Connection}."""
 
@@ -87,19 +77,23 @@ class _Connection:
         self._pending: dict[int, Deferred[Any] | ResponseStream] = {}
         self._forgotten: set[int] = set()
         self._waiting: list[Deferred[_Connection]] = []
+        self._handshake: IDelayedCall | None = None
         headers = {"A2A-Version": A2A_VERSION, **transport.headers}
         if extensions:
             headers["A2A-Extensions"] = ", ".join(extensions)
         factory = WebSocketClientFactory(transport.url, headers=headers, reactor=transport.reactor)
-        factory._batched_timer = _ClockTimer(transport.clock)
         factory.protocol = _Protocol
         factory.noisy = False
         factory.connection = self  # type: ignore[attr-defined]
         factory.setProtocolOptions(
             maxFramePayloadSize=transport.max_message,
             maxMessagePayloadSize=transport.max_message,
-            openHandshakeTimeout=transport.connect_timeout,
-            closeHandshakeTimeout=1,
+            # autobahn's timers run on the global reactor: the opening
+            # handshake is timed on the transport's clock instead, and a
+            # closing connection is aborted, not waited for.
+            openHandshakeTimeout=0,
+            closeHandshakeTimeout=0,
+            serverConnectionDropTimeout=0,
             perMessageCompressionOffers=[],
         )
         self._factory = factory
@@ -113,8 +107,25 @@ class _Connection:
 
     def _connected(self, protocol: Any) -> None:
         self._connecting = None
-        # The handshake: bounded by autobahn's openHandshakeTimeout (on the
-        # clock); onOpen or onClose follows.
+        # The upgrade has connect_timeout to be answered; onOpen or onClose
+        # follows.
+        self._handshake = self._transport.clock.callLater(
+            self._transport.connect_timeout, self._handshake_expired, protocol
+        )
+
+    def _handshake_expired(self, protocol: Any) -> None:
+        self._handshake = None
+        self._closed(
+            None,
+            f"the agent did not answer the upgrade within {self._transport.connect_timeout} s",
+        )
+        if protocol.transport is not None:
+            protocol.transport.abortConnection()
+
+    def _stop_handshake_timer(self) -> None:
+        if self._handshake is not None and self._handshake.active():
+            self._handshake.cancel()
+        self._handshake = None
 
     def _failed(self, failure: Failure) -> None:
         self._connecting = None
@@ -133,12 +144,14 @@ class _Connection:
         return d
 
     def _opened(self, protocol: _Protocol) -> None:
+        self._stop_handshake_timer()
         self.protocol = protocol
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             d.callback(self)
 
     def _fail_all(self, error: Exception) -> None:
+        self._stop_handshake_timer()
         self.closed = True
         self.close_reason = str(getattr(error, "reason", error))
         self._transport._forget(self)
@@ -153,6 +166,9 @@ class _Connection:
                 call.errback(error)
 
     def _closed(self, code: int | None, reason: str | None) -> None:
+        self._stop_handshake_timer()
+        if self.closed:
+            return
         transport = self._transport
         if code == 1009:
             error: ClientError = InvalidResponse(
