@@ -698,6 +698,12 @@ def requests(draw: Any) -> bytes:
         b"Connection: 1.0\r\nConnection: close\r\n\r\n"
     ),
 )
+@example(
+    # An If-Modified-Since that is no date, empty once split at ";": no
+    # condition on either path (twisted.web's parser raised IndexError: 500).
+    first=b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: ;\r\n\r\n",
+    second=b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\n\r\n",
+)
 @settings(max_examples=500, deadline=None)
 @given(first=requests(), second=requests())
 def test_direct_and_twisted_web_agree_on_generated_requests(first: bytes, second: bytes) -> None:

@@ -284,6 +284,7 @@ def test_declared_length_over_cap_refused_before_the_body(beacon: Beacon, logged
     assert b'"too_large"' in raw
     assert transport.disconnecting
     assert logged_events.named("http.too_large")
+    channel.connectionLost(Failure(ConnectionDone()))
 
 
 def test_declared_length_at_cap_is_read(beacon: Beacon) -> None:
@@ -438,6 +439,7 @@ def test_line_and_headers_share_the_header_timeout(beacon: Beacon) -> None:
     beacon.clock.advance(0.1)
     assert status_of(transport.value()) == 408
     assert transport.disconnecting
+    channel.connectionLost(Failure(ConnectionDone()))
 
 
 def test_stalled_body_gets_408_at_the_body_timeout(beacon: Beacon) -> None:
@@ -452,6 +454,7 @@ def test_stalled_body_gets_408_at_the_body_timeout(beacon: Beacon) -> None:
     assert status_of(transport.value()) == 408
     assert transport.disconnecting
     assert beacon.store.submissions == {}
+    channel.connectionLost(Failure(ConnectionDone()))
 
 
 def test_slow_headers_then_body_get_each_their_own_timeout(beacon: Beacon) -> None:
@@ -515,11 +518,14 @@ def test_connection_caps_refuse_the_next_connection_cleanly(beacon: Beacon, logg
     """Over the per-source or total cap the next connection gets 503 too_many_connections; others are served; closing frees a place."""
     site = BeaconSite(beacon.root, clock=beacon.clock, max_connections=3, max_connections_per_source=2)
 
+    opened: list[Any] = []
+
     def connect_from(host: str) -> tuple[Any, StringTransport]:
         address = IPv4Address("TCP", host, 1000)
         protocol = site.buildProtocol(address)
         transport = StringTransport(peerAddress=address)
         protocol.makeConnection(transport)
+        opened.append(protocol)
         return protocol, transport
 
     first, _ = connect_from("192.0.2.1")
@@ -540,3 +546,7 @@ def test_connection_caps_refuse_the_next_connection_cleanly(beacon: Beacon, logg
     _, admitted = connect_from("192.0.2.1")
     assert admitted.value() == b""
     assert len(logged_events.named("http.connection_refused")) == 2
+    for protocol in opened:
+        if protocol is not first:
+            protocol.connectionLost(Failure(ConnectionDone()))
+    assert site.open_connections == 0

@@ -415,3 +415,11 @@ def test_both_requests_provide_the_direct_request_interface() -> None:
     for request in seen:
         assert verifyObject(IDirectRequest, request)
         assert request.args == {b"a": [b"1"]}
+
+
+@pytest.mark.parametrize("value", [b";", b"", b" ", b"never", b"; x", b"Thu"])
+def test_if_modified_since_that_is_no_date_is_no_condition(value: bytes) -> None:
+    """An If-Modified-Since that is not a date (empty, ';', a word) is ignored: 200 with the card, on both paths, no failure logged."""
+    raw, closing = both(request(b"GET", CARD, b"Host: x\r\nIf-Modified-Since: " + value + b"\r\n"))
+    assert status(raw) == (200, b"OK")
+    assert not closing

@@ -308,7 +308,8 @@ class DirectRequest:
         if since:
             try:
                 modified = stringToDatetime(since.split(b";", 1)[0])
-            except ValueError:
+            except (ValueError, IndexError):
+                # Not a date (an empty one raises IndexError): no condition.
                 return None
             if modified >= self.lastModified:
                 self.setResponseCode(NOT_MODIFIED)

@@ -167,6 +167,19 @@ class LimitedRequest(server.Request):
             return
         super().requestReceived(command, path, version)
 
+    def setLastModified(self, when: float) -> object:
+        """
+        Set C{Last-Modified}; L{CACHED} when C{If-Modified-Since} holds. An
+        C{If-Modified-Since} that is not a date is no condition (RFC 9110
+        13.1.3), an empty one too (twisted.web's date parser raises
+        IndexError on it).
+        """
+        try:
+            cached: object = super().setLastModified(when)
+        except IndexError:
+            return None
+        return cached
+
     def setResponseCode(self, code: int, message: bytes | None = None) -> None:
         """Set the status, with RFC 9110's reason phrase unless one is given."""
         super().setResponseCode(code, reason_phrase(code) if message is None else message)
