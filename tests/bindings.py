@@ -54,6 +54,7 @@ from beacon.intake import OperatorPolicy, PublicPolicy, schema_validator
 from beacon.protocol import CallContext, Dispatcher, parse_extensions
 from beacon.service import beacon_resources, operator_door
 from beacon.testing import MemoryStore
+from websocket_support import server_frames
 
 _sync = SynchronousTestCase()
 
@@ -640,23 +641,8 @@ class WebSocketClient(HTTPClient):
                 return
             data, self.buffer = self.buffer, b""
         self.buffer += data
-        while len(self.buffer) >= 2:
-            length = self.buffer[1] & 0x7F
-            offset = 2
-            if length == 126:
-                if len(self.buffer) < 4:
-                    return
-                (length,) = struct.unpack("!H", self.buffer[2:4])
-                offset = 4
-            elif length == 127:
-                if len(self.buffer) < 10:
-                    return
-                (length,) = struct.unpack("!Q", self.buffer[2:10])
-                offset = 10
-            if len(self.buffer) < offset + length:
-                return
-            self.frames.append((self.buffer[0] & 0x0F, self.buffer[offset : offset + length]))
-            self.buffer = self.buffer[offset + length :]
+        frames, self.buffer = server_frames(self.buffer)
+        self.frames.extend(frames)
 
 
 @dataclass

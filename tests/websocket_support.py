@@ -139,6 +139,32 @@ def frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
     return head + b"\x00\x00\x00\x00" + payload
 
 
+
+def server_frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """
+    The whole unmasked frames at the front of C{buffer}, as C{(opcode,
+    payload)}, and the bytes after them (a frame still arriving).
+    """
+    frames: list[tuple[int, bytes]] = []
+    while len(buffer) >= 2:
+        length = buffer[1] & 0x7F
+        offset = 2
+        if length == 126:
+            if len(buffer) < 4:
+                break
+            (length,) = struct.unpack("!H", buffer[2:4])
+            offset = 4
+        elif length == 127:
+            if len(buffer) < 10:
+                break
+            (length,) = struct.unpack("!Q", buffer[2:10])
+            offset = 10
+        if len(buffer) < offset + length:
+            break
+        frames.append((buffer[0] & 0x0F, buffer[offset : offset + length]))
+        buffer = buffer[offset + length :]
+    return frames, buffer
+
 class RawClient(Protocol):
     """
     Reads the upgrade's answer, then the server's frames.
@@ -176,23 +202,8 @@ class RawClient(Protocol):
             self.body += self.buffer
             self.buffer = b""
             return
-        while len(self.buffer) >= 2:
-            length = self.buffer[1] & 0x7F
-            offset = 2
-            if length == 126:
-                if len(self.buffer) < 4:
-                    return
-                (length,) = struct.unpack("!H", self.buffer[2:4])
-                offset = 4
-            elif length == 127:
-                if len(self.buffer) < 10:
-                    return
-                (length,) = struct.unpack("!Q", self.buffer[2:10])
-                offset = 10
-            if len(self.buffer) < offset + length:
-                return
-            self.frames.append((self.buffer[0] & 0x0F, self.buffer[offset : offset + length]))
-            self.buffer = self.buffer[offset + length :]
+        frames, self.buffer = server_frames(self.buffer)
+        self.frames.extend(frames)
 
     def refusal(self) -> dict[str, Any]:
         """The JSON body of a refused upgrade."""
@@ -347,16 +358,6 @@ def close_servers() -> Iterator[None]:
     yield
     while SERVERS:
         SERVERS.pop().close()
-
-
-def auth_server(**kw: Any) -> Server:
-    """A Server that requires a bearer token or an API key."""
-    return Server(
-        auth=SubmitterAuth(
-            bearer_tokens=(credential_digest(TOKEN),), api_keys=(credential_digest(API_KEY),)
-        ),
-        **kw,
-    )
 
 
 FRAME_PATHS = ("plain frames", "autobahn frames")
