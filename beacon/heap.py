@@ -6,7 +6,6 @@ start-up made, once the reactor runs.
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 from twisted.application.service import Service
 

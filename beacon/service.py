@@ -23,7 +23,6 @@ from twisted.web.resource import Resource
 
 from beacon.interfaces import IBeaconReactor
 from beacon.bindings.http import (
-    API_KEY_HEADER,
     BeaconSite,
     SubmitterAuth,
     Container,
@@ -37,7 +36,6 @@ from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
 from beacon.listeners import Listeners, derive_public_url
 from beacon.bindings.unix import (
-    UNIX_BINDING,
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
@@ -49,17 +47,10 @@ from beacon.bindings.unix import (
 )
 from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
-from beacon.bindings.websocket import (
-    WEBSOCKET_BINDING,
-    WebSocketFactory,
-    WebSocketResource,
-    WebSocketService,
-    websocket_url,
-)
+from beacon.bindings.websocket import WebSocketFactory, WebSocketResource, WebSocketService
 from beacon.intake import (
     EXTENSION_DECLARATIONS,
     EXTENSION_METHODS,
-    WEBSOCKET_PATH,
     OperatorPolicy,
     PublicPolicy,
     discovery_document,
@@ -67,7 +58,13 @@ from beacon.intake import (
     public_card,
     schema_validator,
 )
-from beacon.protocol import PROTOCOL_VERSION, Dispatcher
+from beacon.protocol import (
+    JSONRPC_BINDING,
+    PROTOCOL_VERSION,
+    UNIX_BINDING,
+    Dispatcher,
+    websocket_url,
+)
 from beacon.store import ISubmissionStore, open_store, sqlite_url
 
 log = Logger()
@@ -122,14 +119,8 @@ class BeaconResources:
         card = public_card(
             self.config.card,
             public_url,
-            interfaces=(
-                {
-                    "url": websocket_url(public_url) + WEBSOCKET_PATH,
-                    "protocolBinding": WEBSOCKET_BINDING,
-                    "protocolVersion": PROTOCOL_VERSION,
-                },
-            ),
-            api_key_header=API_KEY_HEADER if auth.api_keys else None,
+            websocket=True,
+            api_keys=bool(auth.api_keys),
             bearer=bool(auth.bearer_tokens),
         )
         self.a2a.card.publish(card, now)
@@ -334,7 +325,7 @@ def _add_operator_doors(
             door.card.publish(
                 operator_card(
                     config.card,
-                    {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+                    {"url": url, "protocolBinding": JSONRPC_BINDING, "protocolVersion": PROTOCOL_VERSION},
                     EXTENSION_DECLARATIONS,
                     bearer=True,
                 ),

@@ -46,7 +46,6 @@ from beacon.bindings import _unix
 from beacon.bindings.http import BeaconSite
 from beacon.bindings._unix import (
     MAX_SOCKET_PATH,
-    UNIX_BINDING,
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
@@ -55,6 +54,7 @@ from beacon.bindings._unix import (
     write_discovery_file,
 )
 from beacon.config import ConfigError, build_config
+from beacon.protocol import UNIX_BINDING
 from beacon.intake._operator import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
 from beacon.service import Listeners, StartupError, makeService
 

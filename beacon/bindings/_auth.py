@@ -31,9 +31,8 @@ import hmac
 from dataclasses import dataclass
 
 from beacon.config import Auth
+from beacon.protocol import API_KEY_HEADER
 
-#: The header that carries an API key.
-API_KEY_HEADER = "X-API-Key"
 #: The realm named in the C{WWW-Authenticate} challenges.
 REALM = "beacon"
 

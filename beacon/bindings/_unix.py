@@ -62,8 +62,6 @@ from beacon.protocol import ERROR_INFO_TYPE, dumps
 
 log = Logger()
 
-#: The binding URI of seed 000.
-UNIX_BINDING = "https://agentd.dev/a2a/binding/jsonrpc-unix"
 #: The longest unix socket path the kernel accepts (sun_path, with its NUL).
 MAX_SOCKET_PATH = 107
 _PEERCRED = struct.Struct("3i")

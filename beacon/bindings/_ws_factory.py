@@ -34,8 +34,6 @@ from beacon.protocol import Dispatcher, dumps
 
 log = Logger()
 
-#: The binding's URI, as the agent card declares it.
-WEBSOCKET_BINDING = "https://a2a-rust.com/bindings/websocket/v1"
 
 
 class RefusedAtAccept(Protocol):
@@ -254,19 +252,8 @@ class WebSocketResource:
         return NOT_DONE_YET
 
 
-def websocket_url(http_url: str) -> str:
-    """The C{ws://} or C{wss://} form of an C{http://} or C{https://} URL."""
-    if http_url.startswith("https://"):
-        return "wss://" + http_url[len("https://") :]
-    if http_url.startswith("http://"):
-        return "ws://" + http_url[len("http://") :]
-    raise ValueError(f"not an http(s) URL: {http_url!r}")
-
-
 __all__ = [
-    "WEBSOCKET_BINDING",
     "WebSocketFactory",
     "WebSocketResource",
     "WebSocketService",
-    "websocket_url",
 ]

@@ -5,7 +5,6 @@ helpers.
 """
 
 from beacon.bindings._unix import (
-    UNIX_BINDING,
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
@@ -15,6 +14,7 @@ from beacon.bindings._unix import (
     socket_url,
     write_discovery_file,
 )
+from beacon.protocol import UNIX_BINDING
 
 __all__ = [
     "UNIX_BINDING",

@@ -103,16 +103,11 @@ from beacon.bindings._ws_errors import (
     RATE_LIMITED_CODE,
     TOO_LARGE_CODE,
 )
-from beacon.bindings._ws_factory import (
-    WEBSOCKET_BINDING,
-    WebSocketFactory,
-    WebSocketResource,
-    WebSocketService,
-    websocket_url,
-)
+from beacon.bindings._ws_factory import WebSocketFactory, WebSocketResource, WebSocketService
 from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames
 from beacon.bindings._ws_parameters import service_parameters
 from beacon.bindings._ws_protocol import STREAM_COMPLETE, WebSocketA2AProtocol
+from beacon.protocol import WEBSOCKET_BINDING, websocket_url
 from beacon.config import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,

@@ -60,12 +60,11 @@ from beacon.client._operator import (
     OperatorClient,
     read_discovery_file,
 )
+from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
 from beacon.client._select import (
     BINDINGS,
     JSONRPC,
     LEGACY_WEBSOCKET,
-    UNIX_BINDING,
-    WEBSOCKET_BINDING,
     Selected,
     select_interface,
 )

@@ -26,14 +26,12 @@ from dataclasses import dataclass
 
 from beacon.client._card import AgentCard, AgentInterface
 from beacon.client._errors import NoCompatibleInterface
+from beacon.protocol import JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
 
-JSONRPC = "JSONRPC"
-#: The WebSocket binding's URI (seed 001).
-WEBSOCKET_BINDING = "https://a2a-rust.com/bindings/websocket/v1"
-#: The legacy token some cards use for it.
+#: The JSON-RPC binding's name on a card.
+JSONRPC = JSONRPC_BINDING
+#: The legacy token some cards use for the WebSocket binding.
 LEGACY_WEBSOCKET = "WEBSOCKET"
-#: The JSON-RPC over unix socket binding's URI (seed 000).
-UNIX_BINDING = "https://agentd.dev/a2a/binding/jsonrpc-unix"
 
 #: The bindings this client implements, by short name.
 BINDINGS: dict[str, tuple[str, ...]] = {

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from beacon import __version__
-from beacon.protocol import PROTOCOL_VERSION
+from beacon.protocol import (
+    API_KEY_HEADER,
+    JSONRPC_BINDING,
+    PROTOCOL_VERSION,
+    WEBSOCKET_BINDING,
+    websocket_url,
+)
 
 #: The card states this literally (seed 002).
 IDENTITY_STATEMENT = (
@@ -49,8 +55,8 @@ def public_card(
     text: CardText,
     public_url: str,
     *,
-    interfaces: tuple[dict[str, str], ...] = (),
-    api_key_header: str | None = None,
+    websocket: bool = False,
+    api_keys: bool = False,
     bearer: bool = False,
 ) -> dict[str, Any]:
     """
@@ -58,10 +64,10 @@ def public_card(
 
     @param text: The operator's card text.
     @param public_url: The base URL the card advertises (no trailing slash).
-    @param interfaces: More AgentInterfaces, listed after the JSON-RPC one
-        (the WebSocket binding's).
-    @param api_key_header: The header that carries a submitter's API key,
-        when API keys are required (declared as an C{apiKeySecurityScheme}).
+    @param websocket: Whether the WebSocket binding is served (at
+        L{WEBSOCKET_PATH}, listed after the JSON-RPC interface).
+    @param api_keys: Whether submitter API keys are required (declared as an
+        C{apiKeySecurityScheme} in the L{API_KEY_HEADER} header).
     @param bearer: Whether bearer tokens are accepted (declared as an
         C{httpAuthSecurityScheme}). With either, the card carries
         C{securityRequirements}: any one declared scheme suffices.
@@ -76,10 +82,9 @@ def public_card(
         "supportedInterfaces": [
             {
                 "url": public_url + JSONRPC_PATH,
-                "protocolBinding": "JSONRPC",
+                "protocolBinding": JSONRPC_BINDING,
                 "protocolVersion": PROTOCOL_VERSION,
             },
-            *interfaces,
         ],
         "version": __version__,
         "capabilities": {
@@ -122,6 +127,14 @@ def public_card(
             }
         ],
     }
+    if websocket:
+        card["supportedInterfaces"].append(
+            {
+                "url": websocket_url(public_url) + WEBSOCKET_PATH,
+                "protocolBinding": WEBSOCKET_BINDING,
+                "protocolVersion": PROTOCOL_VERSION,
+            }
+        )
     if text.provider_organization:
         card["provider"] = {
             "organization": text.provider_organization,
@@ -130,12 +143,12 @@ def public_card(
     if text.documentation_url:
         card["documentationUrl"] = text.documentation_url
     schemes: dict[str, Any] = {}
-    if api_key_header:
+    if api_keys:
         schemes["apiKey"] = {
             "apiKeySecurityScheme": {
                 "description": "A submitter API key issued by this Beacon's operator.",
                 "location": "header",
-                "name": api_key_header,
+                "name": API_KEY_HEADER,
             }
         }
     if bearer:

@@ -4,6 +4,13 @@ their ErrorInfo, JSON-RPC 2.0 envelopes, service parameters and the method
 table. It imports nothing else of Beacon.
 """
 
+from beacon.protocol._bindings import (
+    API_KEY_HEADER,
+    JSONRPC_BINDING,
+    UNIX_BINDING,
+    WEBSOCKET_BINDING,
+    websocket_url,
+)
 from beacon.protocol._dispatch import (
     METHODS,
     PROTOCOL_VERSION,
@@ -69,6 +76,11 @@ from beacon.protocol.types import (
 )
 
 __all__ = [
+    "API_KEY_HEADER",
+    "JSONRPC_BINDING",
+    "UNIX_BINDING",
+    "WEBSOCKET_BINDING",
+    "websocket_url",
     "A2A_DOMAIN",
     "ERROR_INFO_TYPE",
     "MAX_NUMERIC_ID",
