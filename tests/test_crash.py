@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import sqlite3
 import threading
@@ -26,7 +27,7 @@ import pytest
 from peers.process import BeaconLauncher
 
 CLIENTS = 4
-TIMEOUT = 10.0
+TIMEOUT = 60.0
 
 
 @pytest.fixture
@@ -62,7 +63,10 @@ def submit_until_stopped(port: int, stop: threading.Event, receipts: list[str], 
 
 
 def load(port: int, seconds: float, stop_server: Any) -> tuple[list[str], list[str]]:
-    """Run CLIENTS submitters for C{seconds}, then C{stop_server()} while they run."""
+    """
+    Run CLIENTS submitters until the first receipt (a safety-net deadline),
+    then for C{seconds} more, then C{stop_server()} while they run.
+    """
     stop = threading.Event()
     receipts: list[str] = []
     errors: list[str] = []
@@ -72,6 +76,9 @@ def load(port: int, seconds: float, stop_server: Any) -> tuple[list[str], list[s
     ]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + TIMEOUT
+    while not receipts and not errors and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(seconds)
     stop_server()
     stop.set()
@@ -144,9 +151,11 @@ def test_slow_headers_are_cut_off_for_real(launcher: BeaconLauncher) -> None:
     slow = socket.create_connection(("127.0.0.1", beacon.port), timeout=TIMEOUT)
     try:
         slow.sendall(b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\n")
-        started = time.monotonic()
         received = b""
-        for _ in range(50):
+        # A byte a tenth of a second until Beacon answers and closes; the
+        # deadline is a safety net for a loaded machine, not the check.
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
             try:
                 slow.sendall(b"X")
             except OSError:
@@ -159,14 +168,16 @@ def test_slow_headers_are_cut_off_for_real(launcher: BeaconLauncher) -> None:
             if not chunk:
                 break
             received += chunk
-        elapsed = time.monotonic() - started
     finally:
         slow.close()
+    # Cut off by the header timeout (the log says which), not by the
+    # idle timeout or the body timeout.
     assert received.startswith(b"HTTP/1.1 408")
     assert b'"request_timeout"' in received
-    assert elapsed < 3
     assert status_of(beacon.port, "a" * 32) == 404
-    assert "http.request_timeout" in beacon.log
+    beacon.process.wait_for(
+        re.escape("http.request_timeout: the headers from 127.0.0.1 took longer than 0.5 s"), TIMEOUT
+    )
 
 
 def rss_kib(pid: int) -> int:
@@ -229,7 +240,6 @@ def test_memory_stays_bounded_under_a_flood_of_maximum_size_requests(launcher: B
 def test_full_disk_refuses_without_receipt_and_recovers(tmp_path: Path) -> None:
     """With the data directory's disk full, submissions get 503 and no receipt, reads keep working, and Beacon recovers when space returns."""
     import os
-    import re
     import shlex
     import shutil
     import subprocess
@@ -252,7 +262,7 @@ def test_full_disk_refuses_without_receipt_and_recovers(tmp_path: Path) -> None:
         wrap=in_private_tmpfs,
     )
     try:
-        port = int(process.wait_for(LISTENING, 20).group(2))
+        port = int(process.wait_for(LISTENING, TIMEOUT).group(2))
 
         def submit(text: str) -> tuple[int, dict[str, Any]]:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
@@ -288,9 +298,13 @@ def test_full_disk_refuses_without_receipt_and_recovers(tmp_path: Path) -> None:
 
 
 def test_a_flooding_source_is_refused_while_another_is_served(launcher: BeaconLauncher) -> None:
-    """One source flooding gets 429s while a second source (127.0.0.2) is still served, each request answered well within a second."""
+    """One source flooding gets 429s while a second source (127.0.0.2) is still served, during the flood; the refusals are logged once.
+
+    The bucket refills one token per 1,000 s, so what each source may send
+    does not depend on how fast the machine runs: five each, then 429s.
+    """
     config = launcher.cwd / "flood.toml"
-    config.write_text("[limits]\nrate = 5\nburst = 5\n")
+    config.write_text("[limits]\nrate = 0.001\nburst = 5\n")
     beacon = launcher.start("--config", str(config))
     stop = threading.Event()
     flood_statuses: list[int] = []
@@ -314,28 +328,40 @@ def test_a_flooding_source_is_refused_while_another_is_served(launcher: BeaconLa
     flooders = [threading.Thread(target=flood) for _ in range(3)]
     for thread in flooders:
         thread.start()
-    quiet_times: list[float] = []
+    quiet_statuses: list[int] = []
+    flood_seen: list[int] = []
     try:
-        time.sleep(0.3)
-        for n in range(5):
+        # The flood is under way: well past its five tokens (a safety-net
+        # deadline, not a check).
+        deadline = time.monotonic() + TIMEOUT
+        while flood_statuses.count(429) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for n in range(6):
+            flood_seen.append(len(flood_statuses))
             connection = http.client.HTTPConnection(
                 "127.0.0.1", beacon.port, timeout=TIMEOUT, source_address=("127.0.0.2", 0)
             )
-            started = time.monotonic()
             connection.request(
                 "POST", "/beacon/0.1/submissions", json.dumps({"text": f"quiet {n}"}), {"Content-Type": "application/json"}
             )
             response = connection.getresponse()
             response.read()
-            quiet_times.append(time.monotonic() - started)
+            quiet_statuses.append(response.status)
             connection.close()
-            assert response.status == 201
+        # Still flooding once the quiet source has been answered.
+        deadline = time.monotonic() + TIMEOUT
+        while len(flood_statuses) <= flood_seen[-1] + 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        flood_seen.append(len(flood_statuses))
     finally:
         stop.set()
         for thread in flooders:
             thread.join(TIMEOUT + 5)
-    assert flood_statuses.count(429) > 10 * flood_statuses.count(200)
-    assert max(quiet_times) < 1.0
-    # Logged once per run of refusals (a refilled token ends a run), never
-    # once per refused request.
-    assert 1 <= beacon.log.count("http.rate_limited") <= flood_statuses.count(200) + 1
+    assert flood_statuses.count(200) == 5
+    assert flood_statuses.count(429) == len(flood_statuses) - 5
+    # The other source has its own bucket: five served, then refused, all
+    # while the flood went on.
+    assert quiet_statuses == [201] * 5 + [429]
+    assert flood_seen == sorted(flood_seen) and flood_seen[-1] > flood_seen[0]
+    # One run of refusals, logged once, never once per refused request.
+    assert beacon.log.count("http.rate_limited: source 127.0.0.1") == 1

@@ -35,7 +35,7 @@ from peers.process import TWISTD, _die_with_parent
 
 #: How long twistd may take to give up (or to daemonize) before a test
 #: fails. Generous: the machine may be loaded; a hang is what is caught.
-EXIT_TIMEOUT = 30.0
+EXIT_TIMEOUT = 60.0
 
 
 @dataclass

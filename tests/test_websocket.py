@@ -62,6 +62,7 @@ from websocket_support import (
     upgrade_request,
 )
 from websocket_support import close_servers, frame_path, pytest_generate_tests  # noqa: F401 (fixtures)
+from websocket_support import wss_send
 
 
 # §1 Connection.
@@ -327,8 +328,6 @@ async def test_wss_on_an_ssl_endpoint(tmp_path: Path) -> None:
     from twisted.internet import reactor, threads
     from twisted.internet.endpoints import serverFromString
 
-    from websockets.sync.client import connect
-
     cert_path, key_path = _certificate(tmp_path)
     store = MemoryStore()
     limits = TransportLimits(CAP, RateLimiter(0, 1, reactor), SourceResolver())
@@ -336,27 +335,28 @@ async def test_wss_on_an_ssl_endpoint(tmp_path: Path) -> None:
         Dispatcher(PublicPolicy(store, reactor, schema_validator())),
         limits,
         reactor,
-        WebSocketOptions(handshake_timeout=10),
+        # From accept, the TLS handshake included, on the real reactor: far
+        # above the client's safety net, so a slow machine never trips it.
+        WebSocketOptions(handshake_timeout=600),
     )
     endpoint = serverFromString(
         reactor, f"ssl:0:interface=127.0.0.1:privateKey={key_path}:certKey={cert_path}"
     )
     port = await endpoint.listen(factory)
     try:
-        url = f"wss://127.0.0.1:{port.getHost().port}/"
         context = ssl.create_default_context(cafile=str(cert_path))
-
-        def exchange() -> dict[str, Any]:
-            with connect(
-                url, ssl=context, additional_headers={"A2A-Version": "1.0"}, open_timeout=10
-            ) as ws:
-                ws.send(json.dumps(send_message("over tls")))
-                answer: dict[str, Any] = json.loads(ws.recv(timeout=10))
-                return answer
-
-        answer = await threads.deferToThread(exchange)
+        # One thread owns the SSL socket (see wss_send).
+        status, raw = await threads.deferToThread(
+            wss_send,
+            port.getHost().port,
+            context,
+            json.dumps(send_message("over tls")).encode(),
+            path="/",
+        )
+        answer: dict[str, Any] = json.loads(raw)
     finally:
         await port.stopListening()
+    assert status == 101
     assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
     assert len(store.submissions) == 1
 
@@ -492,26 +492,26 @@ def test_websockets_client_interop(launcher: Any) -> None:
     from websockets.sync.client import connect
 
     beacon = launcher.start("--ws", "tcp:0:interface=127.0.0.1")
-    listener = beacon.process.wait_for(r"ws\.serving: the WebSocket binding at (\S+)", 10.0).group(1)
-    with urllib.request.urlopen(beacon.public_url + "/.well-known/agent-card.json", timeout=10) as got:
+    listener = beacon.process.wait_for(r"ws\.serving: the WebSocket binding at (\S+)", 60.0).group(1)
+    with urllib.request.urlopen(beacon.public_url + "/.well-known/agent-card.json", timeout=60) as got:
         card = json.loads(got.read())
     mounted = card["supportedInterfaces"][1]["url"]
     assert mounted == beacon.public_url.replace("http://", "ws://") + "/a2a/ws"
     for url in (mounted + "?A2A-Version=1.0", listener):
-        with connect(url, additional_headers={"A2A-Version": "1.0"}, open_timeout=10) as ws:
+        with connect(url, additional_headers={"A2A-Version": "1.0"}, open_timeout=60) as ws:
             ws.send(json.dumps(send_message("interop", request_id="s")))
-            sent = json.loads(ws.recv(timeout=10))
+            sent = json.loads(ws.recv(timeout=60))
             task_id = sent["result"]["task"]["id"]
             ws.send(json.dumps(get(task_id, "g")))
             ws.send(json.dumps(call("SendStreamingMessage", send_message()["params"], "st")))
-            answers = {a["id"]: a for a in (json.loads(ws.recv(timeout=10)) for _ in range(2))}
+            answers = {a["id"]: a for a in (json.loads(ws.recv(timeout=60)) for _ in range(2))}
             assert answers["g"]["result"]["status"]["state"] == "TASK_STATE_SUBMITTED"
             assert answers["st"]["error"]["code"] == -32004
             ws.send(b"\x01\x02")
-            assert json.loads(ws.recv(timeout=10))["error"]["code"] == -32700
+            assert json.loads(ws.recv(timeout=60))["error"]["code"] == -32700
             ws.ping()
-    with connect(listener, additional_headers={"A2A-Version": "1.0"}, open_timeout=10) as ws:
+    with connect(listener, additional_headers={"A2A-Version": "1.0"}, open_timeout=60) as ws:
         ws.send("x" * (4 * 1024 * 1024 + 1))
         with pytest.raises(ConnectionClosedError) as closed:
-            ws.recv(timeout=10)
+            ws.recv(timeout=60)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009

@@ -16,6 +16,8 @@ sees what Beacon leaves after a close.
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -441,3 +443,66 @@ def status_event(n: int) -> dict[str, Any]:
     return {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"n": n}}}
 
 
+def wss_send(
+    port: int, context: ssl.SSLContext, text: bytes, *, path: str = "/a2a/ws", timeout: float = 60.0
+) -> tuple[int, bytes]:
+    """
+    Upgrade a new TLS connection to C{path}, send C{text} as one text
+    frame, read the first text frame back, then close (RFC 6455). Each
+    socket operation is bounded by C{timeout}, a safety net.
+
+    One thread owns the SSL socket: websockets' threaded client reads in a
+    thread of its own while the caller writes, and an SSL object used from
+    two threads at once (TLS 1.3: the server's session tickets are read
+    while the upgrade is written) can lose what was written, so that the
+    upgrade is never answered. websockets' protocol without I/O
+    (C{ClientProtocol}) does the framing here.
+
+    @return: The upgrade's status and the first text frame's payload.
+    """
+    from websockets.client import ClientProtocol
+    from websockets.frames import Frame, Opcode
+    from websockets.http11 import Response
+    from websockets.uri import parse_uri
+
+    protocol = ClientProtocol(parse_uri(f"wss://127.0.0.1:{port}{path}"))
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+
+            def flush() -> None:
+                for data in protocol.data_to_send():
+                    if data:
+                        sock.sendall(data)
+
+            def receive() -> Response | Frame | None:
+                """The next event; None once the server has closed."""
+                while True:
+                    events = protocol.events_received()
+                    if events:
+                        assert len(events) == 1, events
+                        event = events[0]
+                        assert isinstance(event, (Response, Frame)), event
+                        return event
+                    data = sock.recv(65536)
+                    if not data:
+                        protocol.receive_eof()
+                        return None
+                    protocol.receive_data(data)
+
+            request = protocol.connect()
+            request.headers["A2A-Version"] = "1.0"
+            protocol.send_request(request)
+            flush()
+            response = receive()
+            assert isinstance(response, Response), response
+            assert protocol.handshake_exc is None, protocol.handshake_exc
+            protocol.send_text(text)
+            flush()
+            frame = receive()
+            assert isinstance(frame, Frame) and frame.opcode is Opcode.TEXT, frame
+            # The closing handshake: the server answers close and ends TCP.
+            protocol.send_close(1000)
+            flush()
+            while (closing := receive()) is not None:
+                assert isinstance(closing, Frame) and closing.opcode is Opcode.CLOSE, closing
+    return response.status_code, bytes(frame.data)
