@@ -42,6 +42,7 @@ from bindings import (
 from beacon.bindings.http import credential_digest
 from beacon.intake import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
 from beacon.store import Submission
+from websocket_support import call as rpc
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -63,14 +64,6 @@ STRUCTURED = {
 # Requests.
 
 
-def rpc(method: str, params: Any = None, request_id: Any = 1) -> dict[str, Any]:
-    """A JSON-RPC request; a notification when C{request_id} is C{...}."""
-    request: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if request_id is not ...:
-        request["id"] = request_id
-    if params is not None:
-        request["params"] = params
-    return request
 
 
 def message(*parts: dict[str, Any], **fields: Any) -> dict[str, Any]:
