@@ -36,7 +36,7 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
 
 
-#: Defaults of C{[websocket]} (seed 001 §7; the caps and the idle timeout
+#: Defaults of C{[websocket]} (a2a-rust's binding; the caps and the idle timeout
 #: are Beacon's, where a2a-rust leaves them off).
 DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
@@ -54,7 +54,7 @@ DEFAULT_STREAM_QUEUE = 256
 @dataclass(frozen=True)
 class WebSocketOptions:
     """
-    C{[websocket]}: the binding's limits (seed 001 §7).
+    C{[websocket]}: the WebSocket binding's limits.
 
     @ivar allowed_origins: The origins a browser may connect from, compared
         whole and ASCII case-insensitively; empty: any origin.

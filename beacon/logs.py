@@ -37,7 +37,6 @@ from twisted.logger import (
     formatTime,
 )
 from twisted.python.components import Componentized
-from twisted.python.log import ILogObserver as ILegacyLogObserver
 from twisted.python.logfile import LogFile
 
 
@@ -159,10 +158,7 @@ def offer_log_observer(
     """
     if not isinstance(application, Componentized):
         return
-    if any(
-        application.getComponent(interface) is not None
-        for interface in (ILogObserver, ILegacyLogObserver)
-    ):
+    if application.getComponent(ILogObserver) is not None:
         return
     made = observer()
     if made is not None:

@@ -1,5 +1,5 @@
 """
-Submitter authentication for the public doors (seed 001 §6): optional API
+Submitter authentication for the public doors (the WebSocket binding §6): optional API
 keys and bearer tokens, off by default (Beacon is an open door by design).
 
 Credentials are configured as SHA-256 digests (lower-case hex) of the secret,

@@ -69,7 +69,7 @@ def connection_tokens(values: Sequence[bytes] | None) -> list[bytes]:
 def error_body(code: str, message: str) -> bytes:
     """
     The one JSON shape of a transport-level refusal (the native vocabulary
-    of seed 002): C{{"error": {"code": ..., "message": ...}}}.
+    of docs/protocol-0.1.md): C{{"error": {"code": ..., "message": ...}}}.
     """
     return dumps({"error": {"code": code, "message": message}})
 

@@ -1,7 +1,7 @@
 """
 The public HTTP surface: discovery documents and the A2A JSON-RPC binding.
 
-Wire contract (A2A 1.0 JSON-RPC binding, public policy of seed 002)::
+Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
 
     GET|HEAD /.well-known/agent-card.json
         200 application/json, prepared bytes; Cache-Control max-age,

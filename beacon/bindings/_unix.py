@@ -1,5 +1,5 @@
 """
-The operator's doors: the JSON-RPC over unix socket binding (seed 000) and,
+The operator's doors: the JSON-RPC over unix socket binding (agentd's) and,
 for hosts without unix sockets, a loopback HTTP door gated by a bearer token.
 
 Wire contract of the socket (binding C{https://agentd.dev/a2a/binding/jsonrpc-unix},
@@ -375,7 +375,7 @@ class BearerGate(Resource):
     """
     Lets a request through to C{resource} only with the right bearer token;
     answers anything else with 401, C{WWW-Authenticate: Bearer} and a
-    JSON-RPC error body (-31401, as seed 000 maps it).
+    JSON-RPC error body (-31401, as that binding maps it).
     """
 
     isLeaf = False

@@ -1,8 +1,8 @@
 """
 The WebSocket binding's errors and refusals: the JSON-RPC errors it answers
 frames with beside the dispatcher's (their ErrorInfo in L{BEACON_DOMAIN},
-or L{BINDING_DOMAIN} for UNAUTHENTICATED as seed 001 §6 shows it), the
-refused upgrades with their HTTP+JSON body (A2A §11.6, seed 001 §1), and
+or L{BINDING_DOMAIN} for UNAUTHENTICATED as the WebSocket binding §6 shows it), the
+refused upgrades with their HTTP+JSON body (A2A §11.6, the WebSocket binding §1), and
 the id a frame refused unparsed is answered with (L{prefix_id}).
 """
 
@@ -27,7 +27,7 @@ from beacon.protocol import (
     dumps,
 )
 
-#: The ErrorInfo domain of the binding's own refusals (seed 001 §6).
+#: The ErrorInfo domain of the binding's own refusals (the WebSocket binding §6).
 BINDING_DOMAIN = "a2a-rust.com"
 #: The ErrorInfo domain of every reason Beacon itself defines.
 BEACON_DOMAIN = "beacon.unownedminds.com"
@@ -108,7 +108,7 @@ class StreamLaggedError(BindingError):
 
 
 class UnauthenticatedError(BindingError):
-    """The upgrade's credentials are missing or not accepted (seed 001 §6)."""
+    """The upgrade's credentials are missing or not accepted (the WebSocket binding §6)."""
 
     code = InvalidRequestError.code
     reason = "UNAUTHENTICATED"
@@ -159,7 +159,7 @@ STATUS = {
 class Refusal:
     """
     A refused upgrade: an HTTP status with the HTTP+JSON error body of A2A
-    §11.6 (seed 001 §1).
+    §11.6 (the WebSocket binding §1).
     """
 
     code: int

@@ -1,5 +1,5 @@
 """
-The service parameters of a WebSocket upgrade (seed 001 §2): its header
+The service parameters of a WebSocket upgrade (the binding's A2A service parameters): its header
 lines, read once by the transport edge's one head reader, made into the
 lower-cased parameters every request on the connection carries.
 """
@@ -33,7 +33,7 @@ def service_parameters(
     lines: Iterable[tuple[bytes, bytes]], query: Mapping[str, list[str]]
 ) -> dict[str, str]:
     """
-    The service parameters of an upgrade (seed 001 §2).
+    The service parameters of an upgrade.
 
     @param lines: Its header lines, in order (see L{upgrade_lines}).
     @param query: Its query parameters (only C{A2A-Version} is read).

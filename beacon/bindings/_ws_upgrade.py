@@ -79,7 +79,7 @@ class UpgradeProtocol(WebSocketServerProtocol):
 
     Once open, what is read goes to L{frames_received}.
 
-    @ivar parameters: The upgrade's service parameters (seed 001 §2).
+    @ivar parameters: The upgrade's service parameters (see L{service_parameters}).
     @ivar source: The caller, as the factory's L{SourceResolver} names it.
     """
 
@@ -241,7 +241,7 @@ class UpgradeProtocol(WebSocketServerProtocol):
         self, reason: str, code: int = 400, responseHeaders: Any = None
     ) -> None:
         """
-        Refuse the upgrade with the HTTP+JSON error body (seed 001 §1)
+        Refuse the upgrade with the HTTP+JSON error body (A2A 11.6)
         instead of autobahn's bare status line: autobahn's own refusals
         become 400 (or 426 for an unsupported version), without echoing
         anything the peer sent.

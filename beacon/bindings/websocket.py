@@ -1,5 +1,5 @@
 """
-The A2A WebSocket binding (seed 001, C{https://a2a-rust.com/bindings/websocket/v1})
+The A2A WebSocket binding (a2a-rust's, C{https://a2a-rust.com/bindings/websocket/v1})
 on autobahn's Twisted WebSocket server: the JSON-RPC binding's messages, one
 JSON-RPC object per text frame, many calls in progress on one connection.
 
@@ -71,7 +71,7 @@ Wire contract::
       ends.
 
 ErrorInfo domains: C{a2a-protocol.org} for A2A errors, C{a2a-rust.com} for
-the binding's UNAUTHENTICATED refusal (exactly as seed 001 §6 shows it), and
+the binding's UNAUTHENTICATED refusal (exactly as the WebSocket binding §6 shows it), and
 L{BEACON_DOMAIN} for every reason Beacon itself defines here (TOO_LARGE,
 RATE_LIMITED, IN_FLIGHT_LIMIT, STREAM_LAGGED and the upgrade refusals).
 

@@ -1,6 +1,6 @@
 """
 The A2A JSON-RPC binding (§9), client side, over HTTP(S) or over a unix
-socket (seed 000: the same binding carried as HTTP/1.1 on the socket).
+socket (agentd's unix-socket binding: the same binding carried as HTTP/1.1 on the socket).
 
 Wire contract (what this client sends and accepts)::
 

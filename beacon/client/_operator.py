@@ -1,6 +1,6 @@
 """
 The operator client: the A2A JSON-RPC binding over the operator's unix
-socket (seed 000), or over the loopback bearer door, for the people who read
+socket (agentd's), or over the loopback bearer door, for the people who read
 the inbox (and for the C{beacon review} commands).
 
 Wire contract (what this client sends)::

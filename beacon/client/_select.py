@@ -5,9 +5,9 @@ C{supportedInterfaces} this client talks to.
 The bindings implemented here, by their short names:
 
   - C{jsonrpc}: C{JSONRPC} (HTTP or HTTPS);
-  - C{websocket}: C{https://a2a-rust.com/bindings/websocket/v1} (seed 001),
+  - C{websocket}: C{https://a2a-rust.com/bindings/websocket/v1} (a2a-rust's WebSocket binding),
     also under its legacy token C{WEBSOCKET};
-  - C{unix}: C{https://agentd.dev/a2a/binding/jsonrpc-unix} (seed 000),
+  - C{unix}: C{https://agentd.dev/a2a/binding/jsonrpc-unix} (agentd's),
     usable only when the caller configured a socket path: it is dialled
     there, never at the path or URL the card names.
 

@@ -6,7 +6,7 @@ reader with a size cap that a cancellation (or a timeout) aborts.
 The dial target is fixed when the client is made: the operator socket's
 path, or the host and port of the bearer door's URL (from its discovery
 file). A URL that a server names (in a card, a redirect, an answer) never
-changes where the client connects (seed 000: "the dial always goes to the
+changes where the client connects (agentd's unix-socket binding: "the dial always goes to the
 configured path, never to a URL the card names").
 """
 

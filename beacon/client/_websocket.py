@@ -1,5 +1,5 @@
 """
-The WebSocket binding (seed 001, C{https://a2a-rust.com/bindings/websocket/v1},
+The WebSocket binding (a2a-rust's, C{https://a2a-rust.com/bindings/websocket/v1},
 also named C{WEBSOCKET}), client side, on autobahn's Twisted client with the
 injected reactor and clock.
 
@@ -41,7 +41,7 @@ from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline, DialFactory, client_error
 from beacon.protocol import dumps
 
-#: The largest message read by default (seed 001 §7: the server's cap).
+#: The largest message read by default (the WebSocket binding §7: the server's cap).
 DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024
 #: The frame that ends a stream (not a StreamResponse).
 STREAM_COMPLETE = {"status": "stream_complete"}

@@ -19,7 +19,7 @@ from beacon.protocol import (
     websocket_url,
 )
 
-#: The card states this literally (seed 002).
+#: The card states this literally (Beacon's public policy).
 IDENTITY_STATEMENT = (
     "Cryptographic identity does not establish autonomy, consciousness or personhood."
 )
@@ -28,7 +28,7 @@ IDENTITY_STATEMENT = (
 JSONRPC_PATH = "/a2a/v1"
 #: Where the A2A WebSocket binding lives on the public listeners.
 WEBSOCKET_PATH = "/a2a/ws"
-#: Beacon's own discovery document (seed 002), linked from the card.
+#: Beacon's own discovery document (Beacon's public policy), linked from the card.
 AUTONOMOUS_AGENT_PATH = "/.well-known/autonomous-agent"
 #: Where the card itself lives.
 AGENT_CARD_PATH = "/.well-known/agent-card.json"

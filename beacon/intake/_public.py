@@ -1,5 +1,5 @@
 """
-The public policy of seed 002: what anonymous agents may do through the A2A
+The Beacon's public policy: what anonymous agents may do through the A2A
 bindings.
 
   - SendMessage stores a submission and answers with a receipt, a Task in

@@ -1,6 +1,6 @@
 """
 What a submission is: the mapping of an A2A message onto Beacon's stored
-content (seed 002, "SendMessage mapping"), the canonical form that is stored
+content (Beacon's public policy, "SendMessage mapping"), the canonical form that is stored
 and hashed, and receipt ids.
 
 The stored content is a small JSON document, the same one the native
@@ -198,7 +198,7 @@ def nul_violations(value: Any, where: str) -> list[tuple[str, str]]:
 
 def map_message(message: Message, validator: Draft202012Validator) -> Content:
     """
-    Map an A2A message onto a submission, as seed 002 specifies.
+    Map an A2A message onto a submission, as Beacon's public policy specifies.
 
     @raise UnsupportedOperationError: The message names a task or context
         (continuing a task is not offered; the answer does not reveal whether
