@@ -81,6 +81,9 @@ class StoredTask:
     @ivar note: The decision's note, if a decision with a note was made.
     @ivar seq: The store's own order of arrival (ties in C{updated_at_ms}
         are broken by it).
+    @ivar purged_at_ms: When L{ISubmissionStore.purge} erased its content
+        (then C{submission.content} is C{b""} and C{note} is L{None}), or
+        L{None}.
     """
 
     submission: Submission
@@ -88,6 +91,7 @@ class StoredTask:
     updated_at_ms: int
     note: str | None
     seq: int
+    purged_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,15 +99,47 @@ class TaskPage:
     """
     One page of L{ISubmissionStore.list_tasks}.
 
-    @ivar tasks: Newest status timestamp first (then highest C{seq} first).
-    @ivar total: How many tasks match the filters, before paging.
-    @ivar next_after: The keyset cursor C{(updated_at_ms, seq)} of the last
-        task on this page when more follow, else None.
+    @ivar tasks: In the order asked for (L{SORT_UPDATED}: newest status
+        timestamp first; L{SORT_RECEIVED}: newest receipt first; ties:
+        highest C{seq} first).
+    @ivar total: How many tasks match the filters, before paging, or
+        L{None} when the caller did not ask (C{with_total=False}).
+    @ivar next_after: The keyset cursor C{(key, seq)} of the last task on
+        this page when more follow, else None; C{key} is the sort's
+        timestamp (C{updated_at_ms} or C{received_at_ms}).
     """
 
     tasks: list[StoredTask]
-    total: int
+    total: int | None
     next_after: tuple[int, int] | None
+
+
+#: L{ISubmissionStore.list_tasks} orders: by status timestamp (the A2A
+#: ListTasks order) or by time of receipt.
+SORT_UPDATED = "updated"
+SORT_RECEIVED = "received"
+SORTS = frozenset({SORT_UPDATED, SORT_RECEIVED})
+
+#: The fewest characters an id prefix filter may have.
+MIN_ID_PREFIX = 6
+
+
+@dataclass(frozen=True)
+class NotificationBatch:
+    """
+    What L{ISubmissionStore.claim_notifications} hands its caller: the
+    submissions that channel has not yet been told of, oldest first.
+
+    @ivar tasks: Up to C{limit} tasks, in C{seq} order.
+    @ivar through_seq: The C{seq} of the last task in C{tasks}: what
+        L{ISubmissionStore.finish_notifications} advances the channel to.
+    @ivar pending: How many submissions were waiting in all (at least
+        C{len(tasks)}; the rest come in later batches).
+    """
+
+    tasks: list[StoredTask]
+    through_seq: int
+    pending: int
 
 
 @dataclass(frozen=True)
@@ -158,18 +194,91 @@ class ISubmissionStore(Interface):
         updated_after_ms: int | None = None,
         context_id: str | None = None,
         after: tuple[int, int] | None = None,
+        sort: str = SORT_UPDATED,
+        door: str | None = None,
+        received_since_ms: int | None = None,
+        received_until_ms: int | None = None,
+        search: str | None = None,
+        id_prefix: str | None = None,
+        with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        List submissions, newest status timestamp first (ties: newest
-        arrival first), with keyset paging.
+        List submissions, newest first by C{sort} (ties: newest arrival
+        first), with keyset paging. The filters combine with AND.
 
         @param limit: The page size (at least 1).
         @param state: Only tasks in this TaskState.
         @param updated_after_ms: Only tasks whose status timestamp is at or
             after this time.
         @param context_id: Only the task with this contextId.
-        @param after: The cursor of the previous page: only tasks strictly
-            after C{(updated_at_ms, seq)} in the order above.
+        @param after: The cursor of the previous page (its C{next_after},
+            with the same C{sort}): only tasks strictly after C{(key, seq)}
+            in the order above.
+        @param sort: L{SORT_UPDATED} or L{SORT_RECEIVED}.
+        @param door: Only tasks received through this door
+            (C{Submission.door}).
+        @param received_since_ms: Only tasks received at or after this time.
+        @param received_until_ms: Only tasks received strictly before this
+            time.
+        @param search: Only tasks whose searchable text (text parts; the
+            structured C{from}, C{subject} and C{body}) holds every word of
+            C{search}, case-insensitively (full-text search: words, not
+            substrings; purged tasks have no text). A C{search} with no
+            word matches nothing.
+        @param id_prefix: Only tasks whose id starts with this (at least
+            L{MIN_ID_PREFIX} characters).
+        @param with_total: Whether to count the matching tasks
+            (C{TaskPage.total}); a caller paging through everything asks
+            once.
+        @raises ValueError: (as a failed Deferred) for a C{limit} below 1,
+            an unknown C{sort} or a C{id_prefix} shorter than
+            L{MIN_ID_PREFIX}.
+        """
+
+    def purge(
+        decided_before_ms: int, at_ms: int, *, dry_run: bool = False
+    ) -> Deferred[int]:
+        """
+        Erase the content of every decided, not yet purged submission whose
+        decision was made strictly before C{decided_before_ms}: its content
+        (C{b""}), the decision's note, and its searchable text, from the
+        database file too. The id, context, times, door, source, kind,
+        message id, sha256 and state stay, so status and receipts still
+        answer. The one change to stored data Beacon makes; made by a
+        person.
+
+        @param at_ms: When the purge was made (C{StoredTask.purged_at_ms}).
+        @param dry_run: Count only; change nothing.
+        @return: A L{Deferred} firing with how many submissions were (or,
+            with C{dry_run}, would be) purged.
+        """
+
+    def claim_notifications(
+        channel: str, holder: str, now_ms: int, lease_ms: int, limit: int
+    ) -> Deferred[NotificationBatch | None]:
+        """
+        Take the lease of notification channel C{channel} (a name such as
+        C{"command"}) for C{holder} until C{now_ms + lease_ms}, and read the
+        submissions it has not yet been told of. The channel's cursor is
+        kept in the database, so that several instances sharing it notify
+        each submission once, and a restart neither repeats nor loses one.
+
+        A channel seen for the first time starts after the newest
+        submission stored (no backlog is notified).
+
+        @return: A L{Deferred} firing with a L{NotificationBatch}, or with
+            L{None} when another holder's lease is current or nothing is
+            new (then no lease is held).
+        """
+
+    def finish_notifications(
+        channel: str, holder: str, through_seq: int | None
+    ) -> Deferred[None]:
+        """
+        End C{holder}'s lease of C{channel}: advance its cursor to
+        C{through_seq} (the batch was delivered) or leave it (L{None}: it
+        was not; the same submissions come again). Does nothing if
+        C{holder} no longer holds the lease.
         """
 
     def decide(
