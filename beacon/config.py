@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from beacon.errors import StartupError
 from beacon.intake import CardText
+from beacon.notify import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, resolve_program
 from beacon.store import parse_store_url
 
 #: The embedded defaults: what `twistd -n beacon` runs with no options.
@@ -164,6 +166,69 @@ class Limits:
 
 
 
+#: Defaults of C{[notify]} (L{beacon.notify}'s): at most one
+#: notification per C{interval} seconds, a delivery abandoned after
+#: C{timeout}.
+DEFAULT_NOTIFY_INTERVAL = DEFAULT_INTERVAL
+DEFAULT_NOTIFY_TIMEOUT = DEFAULT_TIMEOUT
+#: The ports of C{smtp://} and C{smtps://} URLs without one.
+SMTP_PORTS = {"smtp": 25, "smtps": 465}
+
+
+@dataclass(frozen=True)
+class Notify:
+    """
+    C{[notify]}: where the operator is told of new submissions. Neither
+    C{command} nor C{smtp}: notifications are off.
+
+    @ivar command: The program and its arguments, run without a shell for
+        each notification, the summary as JSON on its standard input.
+    @ivar interval: The fewest seconds between two notifications of one
+        channel.
+    @ivar timeout: Seconds a delivery (a run of the command, a mail) may
+        take before it is abandoned (the command killed) and retried.
+    @ivar include_content: Whether notifications carry the submitted
+        content; off, they carry ids, times, doors, sizes and structured
+        subjects only.
+    @ivar smtp: The mail server, C{smtp://host[:port]} (STARTTLS when
+        offered) or C{smtps://host[:port]} (TLS); empty: no mail.
+    @ivar mail_from: The digest's sender.
+    @ivar mail_to: The digest's recipients.
+    @ivar smtp_user: Authenticate to the mail server as this user.
+    @ivar smtp_password_file: The file holding C{smtp_user}'s password
+        (its first line), read when the configuration is validated.
+    @ivar smtp_password: The password read from C{smtp_password_file}
+        (never shown by C{repr}).
+    """
+
+    command: tuple[str, ...] = ()
+    interval: float = DEFAULT_NOTIFY_INTERVAL
+    timeout: float = DEFAULT_NOTIFY_TIMEOUT
+    include_content: bool = False
+    smtp: str = ""
+    mail_from: str = ""
+    mail_to: tuple[str, ...] = ()
+    smtp_user: str = ""
+    smtp_password_file: str = ""
+    smtp_password: str = field(default="", repr=False)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any channel is configured."""
+        return bool(self.command or self.smtp)
+
+    @property
+    def smtp_server(self) -> tuple[bool, str, int]:
+        """
+        C{smtp} read: whether it is TLS from the first byte (C{smtps://}),
+        the host and the port.
+
+        @raise ConfigError: It is not an C{smtp://} or C{smtps://} URL of a
+            host and an optional port.
+        """
+        return _smtp_server(self.smtp)
+
+
 @dataclass(frozen=True)
 class Config:
     """
@@ -197,6 +262,8 @@ class Config:
     @ivar websocket: The WebSocket binding's limits (C{[websocket]}).
     @ivar auth: The submitter credentials the public doors require
         (C{[auth]}); none by default.
+    @ivar notify: Where the operator is told of new submissions
+        (C{[notify]}); nowhere by default.
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -213,6 +280,7 @@ class Config:
     ws: tuple[str, ...] = ()
     websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
     auth: Auth = field(default_factory=lambda: Auth())
+    notify: Notify = field(default_factory=Notify)
 
     @property
     def socket_path(self) -> str | None:
@@ -265,6 +333,17 @@ _SECTIONS: dict[str, set[str]] = {
         "idle_timeout",
     },
     "auth": {"api_keys", "bearer_tokens"},
+    "notify": {
+        "command",
+        "interval",
+        "timeout",
+        "include_content",
+        "smtp",
+        "mail_from",
+        "mail_to",
+        "smtp_user",
+        "smtp_password_file",
+    },
 }
 
 
@@ -367,6 +446,42 @@ def _submitter_auth(values: dict[str, Any]) -> Auth:
         raise ConfigError(str(e)) from None
 
 
+def _notify(values: dict[str, Any]) -> Notify:
+    notify = Notify()
+    if "command" in values:
+        command = values["command"]
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(v, str) for v in command)
+            or not command[0]
+        ):
+            raise ConfigError(
+                '[notify] command must be a list of strings, the program first, '
+                'for example ["/usr/local/bin/tell-me", "--new"]'
+            )
+        notify = replace(notify, command=tuple(command))
+    for key in ("interval", "timeout"):
+        if key in values:
+            seconds = float(_typed("notify", key, values[key], (int, float)))
+            notify = replace(notify, **{key: seconds})  # type: ignore[arg-type]
+    if "include_content" in values:
+        notify = replace(
+            notify,
+            include_content=_typed("notify", "include_content", values["include_content"], bool),
+        )
+    for key in ("smtp", "mail_from", "smtp_user", "smtp_password_file"):
+        if key in values:
+            text = _typed("notify", key, values[key], str)
+            notify = replace(notify, **{key: text})  # type: ignore[arg-type]
+    if "mail_to" in values:
+        mail_to = values["mail_to"]
+        if isinstance(mail_to, str):
+            mail_to = [mail_to]
+        notify = replace(notify, mail_to=_strings("notify", "mail_to", mail_to))
+    return notify
+
+
 def build_config(
     file_values: dict[str, Any] | None = None,
     *,
@@ -452,6 +567,7 @@ def build_config(
         config,
         websocket=_websocket_options(websocket_values),
         auth=_submitter_auth(values.get("auth", {})),
+        notify=_notify(values.get("notify", {})),
     )
     if "listen" in websocket_values:
         config = replace(
@@ -543,6 +659,88 @@ def _check_websocket(options: WebSocketOptions) -> None:
         raise ConfigError("the WebSocket frame timeout must be between 0 (off) and 86400 s")
 
 
+def _smtp_server(url: str) -> tuple[bool, str, int]:
+    parts = urlsplit(url)
+    problem = "[notify] smtp must be smtp://host[:port] or smtps://host[:port]"
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"{problem}: the port is not a number from 0 to 65535") from None
+    if parts.scheme not in SMTP_PORTS or not parts.hostname:
+        raise ConfigError(problem)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{problem}, without credentials: they go in smtp_user and smtp_password_file"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment or port == 0:
+        raise ConfigError(problem)
+    return parts.scheme == "smtps", parts.hostname, port or SMTP_PORTS[parts.scheme]
+
+
+_ADDRESS = re.compile(r"\A[^\s@<>(),;:\\\"\[\]]+@[^\s@<>(),;:\\\"\[\]]+\Z")
+
+
+def _check_address(key: str, address: str) -> None:
+    if _ADDRESS.match(address) is None or not address.isprintable():
+        raise ConfigError(
+            f"[notify] {key}: {address!r} is not a bare mail address (user@host)"
+        )
+
+
+def _check_notify(notify: Notify) -> Notify:
+    """
+    Check C{[notify]}; read the password file.
+
+    @raise ConfigError: For the first invalid value.
+    """
+    if notify.command:
+        if not notify.command[0] or not all(isinstance(v, str) for v in notify.command):
+            raise ConfigError("[notify] command must be a list of strings, the program first")
+        try:
+            resolve_program(notify.command[0])
+        except StartupError as e:
+            raise ConfigError(str(e)) from None
+    if not (0 < notify.interval <= 86_400):
+        raise ConfigError("[notify] interval must be above 0 and at most 86400 s")
+    if not (0 < notify.timeout <= 3_600):
+        raise ConfigError("[notify] timeout must be above 0 and at most 3600 s")
+    if not notify.smtp:
+        for key in ("mail_from", "mail_to", "smtp_user", "smtp_password_file"):
+            if getattr(notify, key):
+                raise ConfigError(f"[notify] {key} needs smtp (the mail server's URL)")
+        return notify
+    _smtp_server(notify.smtp)
+    if not notify.mail_from:
+        raise ConfigError("[notify] smtp needs mail_from (the digest's sender)")
+    if not notify.mail_to:
+        raise ConfigError("[notify] smtp needs mail_to (one address or a list)")
+    _check_address("mail_from", notify.mail_from)
+    for address in notify.mail_to:
+        _check_address("mail_to", address)
+    if bool(notify.smtp_user) != bool(notify.smtp_password_file):
+        raise ConfigError("[notify] smtp_user and smtp_password_file go together")
+    if notify.smtp_password_file:
+        path = notify.smtp_password_file
+        try:
+            with open(path, "rb") as f:
+                first = f.readline(4097)
+        except OSError as e:
+            raise ConfigError(
+                f"[notify] smtp_password_file: cannot read {path}: {e.strerror or e}"
+            ) from None
+        try:
+            password = first.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise ConfigError(f"[notify] smtp_password_file: {path} is not UTF-8") from None
+        if not password or len(first) > 4096:
+            raise ConfigError(
+                f"[notify] smtp_password_file: {path} must hold the password on its "
+                "first line (at most 4096 bytes)"
+            )
+        notify = replace(notify, smtp_password=password)
+    return notify
+
+
 def validate(config: Config) -> Config:
     """
     Check a L{Config}'s values (also for configs built in code by
@@ -574,6 +772,7 @@ def validate(config: Config) -> Config:
         config, websocket=replace(config.websocket, frame_timeout=limits.body_timeout)
     )
     _check_websocket(config.websocket)
+    config = replace(config, notify=_check_notify(config.notify))
     _check_origins("[server] cors_origins", config.cors_origins)
     config = replace(config, cors_origins=tuple(o.lower() for o in config.cors_origins))
     if config.store_url is not None:

@@ -1,7 +1,8 @@
 """
-The service tree: store first, then the listeners, so that nothing is served
-before the store is open and the listeners stop (in reverse order) before the
-store drains and closes.
+The service tree: store first, then the notifiers, then the listeners, so
+that nothing is served before the store is open and the listeners stop (in
+reverse order) before the notifiers, and those before the store drains and
+closes. The notifiers are never on the submission path.
 
 Embedders call L{makeService} with a L{Config} and their reactor, and add the
 result to their application; or build L{beacon_resources} and mount them in
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
-from twisted.internet.interfaces import IListeningPort, IReactorTime
+from twisted.internet.interfaces import IListeningPort, IReactorProcess, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -48,6 +49,7 @@ from beacon.bindings.unix import (
 from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
 from beacon.bindings.websocket import WebSocketFactory, WebSocketResource, WebSocketService
+from beacon.notify import CommandChannel, INotificationChannel, Notifier, SMTPChannel
 from beacon.intake import (
     EXTENSION_DECLARATIONS,
     EXTENSION_METHODS,
@@ -338,6 +340,53 @@ def _add_operator_doors(
     _StreamEnder(policy).setServiceParent(root)
 
 
+def notifiers(
+    config: Config, store: ISubmissionStore, reactor: IBeaconReactor
+) -> list[Notifier]:
+    """
+    The notifiers C{[notify]} asks for, over C{store}: one for the command,
+    one for the mail, or none. They are not on the submission path: each
+    hears of stored submissions from the store and reads them back from
+    it.
+
+    @raise StartupError: The command's program is not found, or the reactor
+        cannot run processes.
+    """
+    notify = config.notify
+    channels: list[INotificationChannel] = []
+    if notify.command:
+        if not IReactorProcess.providedBy(reactor):
+            raise StartupError("[notify] command needs a reactor that runs processes")
+        channels.append(CommandChannel(cast(IReactorProcess, reactor), notify.command))
+    if notify.smtp:
+        tls, host, port = notify.smtp_server
+        channels.append(
+            SMTPChannel(
+                reactor,
+                reactor,
+                host,
+                port,
+                tls=tls,
+                mail_from=notify.mail_from,
+                mail_to=notify.mail_to,
+                user=notify.smtp_user or None,
+                password=notify.smtp_password if notify.smtp_user else None,
+                connect_timeout=notify.timeout,
+            )
+        )
+    return [
+        Notifier(
+            store,
+            reactor,
+            channel,
+            interval=notify.interval,
+            timeout=notify.timeout,
+            include_content=notify.include_content,
+        )
+        for channel in channels
+    ]
+
+
 class AllOrNothing(MultiService):
     """
     A L{MultiService} whose start is all or nothing: when a child fails to
@@ -429,7 +478,8 @@ class _Announce(Service):
 
 def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     """
-    Wire Beacon's service tree: the store, then the public HTTP listeners,
+    Wire Beacon's service tree: the store, then the notifiers
+    (C{[notify]}), then the public HTTP listeners,
     the WebSocket binding's factory (served at C{/a2a/ws} on them) and its
     own C{--ws} listeners, then the operator's doors, then a start-up
     announcement. Its start is all or nothing (L{AllOrNothing}).
@@ -444,6 +494,9 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     # instances share.
     store = open_store(store_url(config), reactor)
     store.setServiceParent(root)
+    # Notifications start once the store has, and stop before it.
+    for notifier in notifiers(config, store, reactor):
+        notifier.setServiceParent(root)
 
     beacon = beacon_resources(config, store, reactor)
     site = BeaconSite(
@@ -489,6 +542,7 @@ __all__ = [
     "beacon_resources",
     "derive_public_url",
     "makeService",
+    "notifiers",
     "operator_door",
     "store_url",
 ]

@@ -22,7 +22,7 @@ FLOORS: list[set[str]] = [
     {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces"},
     {"beacon.protocol", "beacon.heap", "beacon.listeners"},
     {"beacon.store"},
-    {"beacon.intake", "beacon.client", "beacon.testing"},
+    {"beacon.intake", "beacon.client", "beacon.testing", "beacon.notify"},
     {"beacon.config"},
     {"beacon.bindings"},
     {"beacon.service"},
