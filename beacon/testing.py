@@ -4,7 +4,9 @@ Fakes that implement the real interfaces, for tests and embedders.
 
 from __future__ import annotations
 
-from typing import Callable
+import json
+from dataclasses import replace
+from typing import Any, Callable
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
@@ -12,9 +14,12 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from beacon.store import (
+    SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
+    NotificationBatch,
     StoredTask,
     StoreError,
     StoreEvent,
@@ -23,7 +28,11 @@ from beacon.store import (
     TaskPage,
     TaskStatusRecord,
     check_decision_state,
+    check_id_prefix,
+    check_lease,
     check_limit,
+    check_sort,
+    search_words,
 )
 
 __all__ = ["MemoryStore"]
@@ -37,10 +46,12 @@ class MemoryStore:
     has already fired, and its listeners are called before L{append} or
     L{decide} returns (so before any callback the caller adds).
 
-    @ivar submissions: Every stored submission by id, in append order.
-    @ivar fail_appends: Set to C{True} to make every L{append} and L{decide}
-        fail with L{StoreError} (and store nothing), as a broken database
-        would.
+    @ivar submissions: Every stored submission by id, in append order (a
+        purged one with its content emptied).
+    @ivar fail_appends: Set to C{True} to make every write (L{append},
+        L{decide}, L{purge}, L{claim_notifications},
+        L{finish_notifications}) fail with L{StoreError} and change
+        nothing, as a broken database would.
     """
 
     log = Logger()
@@ -48,10 +59,15 @@ class MemoryStore:
     def __init__(self) -> None:
         self.submissions: dict[str, Submission] = {}
         self.fail_appends = False
-        # Per submission id: its order of arrival, from 1, and its decision
-        # as (state, at_ms, note) once it has one.
+        # Per submission id: its order of arrival, from 1, its decision as
+        # (state, at_ms, note) once it has one, when it was purged, and the
+        # words of its searchable text once a search needed them.
         self._seq: dict[str, int] = {}
         self._decisions: dict[str, tuple[str, int, str | None]] = {}
+        self._purged: dict[str, int] = {}
+        self._words: dict[str, frozenset[str]] = {}
+        # Per notification channel: [through_seq, holder, lease_until_ms].
+        self._cursors: dict[str, list[Any]] = {}
         self._listeners = StoreListeners(self.log)
 
     def append(self, submission: Submission) -> Deferred[None]:
@@ -86,42 +102,166 @@ class MemoryStore:
         updated_after_ms: int | None = None,
         context_id: str | None = None,
         after: tuple[int, int] | None = None,
+        sort: str = SORT_UPDATED,
+        door: str | None = None,
+        received_since_ms: int | None = None,
+        received_until_ms: int | None = None,
+        search: str | None = None,
+        id_prefix: str | None = None,
+        with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        One page of tasks, newest C{updated_at_ms} first, then highest
-        C{seq} first; see L{ISubmissionStore.list_tasks}.
+        One page of tasks, newest first by C{sort}, then highest C{seq}
+        first; see L{ISubmissionStore.list_tasks}. A search matches whole
+        words case-insensitively, as the SQLite store's does.
 
         @return: A fired L{Deferred}: the L{TaskPage}, or a L{ValueError}
-            failure if C{limit} is below 1.
+            failure for a C{limit} below 1, an unknown C{sort} or a bad
+            C{id_prefix}.
         """
         try:
             check_limit(limit)
+            check_sort(sort)
+            if id_prefix is not None:
+                check_id_prefix(id_prefix)
         except ValueError:
             return fail()
-        matching: list[StoredTask] = []
-        for receipt_id in self.submissions:
+        wanted: frozenset[str] | None = None
+        if search is not None:
+            wanted = frozenset(_folded(word) for word in search_words(search))
+            if not wanted:
+                return succeed(
+                    TaskPage(tasks=[], total=0 if with_total else None, next_after=None)
+                )
+        matching: list[tuple[tuple[int, int], StoredTask]] = []
+        for receipt_id, submission in self.submissions.items():
+            if door is not None and submission.door != door:
+                continue
+            if context_id is not None and submission.context_id != context_id:
+                continue
+            if id_prefix is not None and not receipt_id.startswith(id_prefix):
+                continue
+            received = submission.received_at_ms
+            if received_since_ms is not None and received < received_since_ms:
+                continue
+            if received_until_ms is not None and received >= received_until_ms:
+                continue
+            if wanted is not None and not wanted <= self._search_words(receipt_id):
+                continue
             task = self._task(receipt_id)
             assert task is not None
             if state is not None and task.state != state:
                 continue
             if updated_after_ms is not None and task.updated_at_ms < updated_after_ms:
                 continue
-            if context_id is not None and task.submission.context_id != context_id:
-                continue
-            matching.append(task)
-        matching.sort(key=lambda task: (task.updated_at_ms, task.seq), reverse=True)
+            key = received if sort == SORT_RECEIVED else task.updated_at_ms
+            matching.append(((key, task.seq), task))
+        matching.sort(key=lambda keyed: keyed[0], reverse=True)
         following = [
-            task
-            for task in matching
-            if after is None or (task.updated_at_ms, task.seq) < after
+            (cursor, task)
+            for cursor, task in matching
+            if after is None or cursor < after
         ]
-        tasks = following[:limit]
-        next_after = None
-        if len(following) > limit:
-            next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
+        page = following[:limit]
+        next_after = page[-1][0] if len(following) > limit else None
         return succeed(
-            TaskPage(tasks=tasks, total=len(matching), next_after=next_after)
+            TaskPage(
+                tasks=[task for _, task in page],
+                total=len(matching) if with_total else None,
+                next_after=next_after,
+            )
         )
+
+    def purge(
+        self, decided_before_ms: int, at_ms: int, *, dry_run: bool = False
+    ) -> Deferred[int]:
+        """
+        Erase the content and note of every decided, not yet purged
+        submission decided strictly before C{decided_before_ms}; see
+        L{ISubmissionStore.purge}. No listener hears of it.
+
+        @return: A fired L{Deferred}: how many were (or, with C{dry_run},
+            would be) purged, or a L{StoreError} failure if C{fail_appends}
+            is set.
+        """
+        if self.fail_appends:
+            return fail(StoreError("the memory store is set to fail writes"))
+        purging = [
+            receipt_id
+            for receipt_id, (_, decided_at_ms, _) in self._decisions.items()
+            if decided_at_ms < decided_before_ms and receipt_id not in self._purged
+        ]
+        if not dry_run:
+            for receipt_id in purging:
+                self.submissions[receipt_id] = replace(
+                    self.submissions[receipt_id], content=b""
+                )
+                state, decided_at_ms, _ = self._decisions[receipt_id]
+                self._decisions[receipt_id] = (state, decided_at_ms, None)
+                self._purged[receipt_id] = at_ms
+                self._words.pop(receipt_id, None)
+        return succeed(len(purging))
+
+    def claim_notifications(
+        self, channel: str, holder: str, now_ms: int, lease_ms: int, limit: int
+    ) -> Deferred[NotificationBatch | None]:
+        """
+        Take the lease of C{channel} and read what it has not been told of;
+        see L{ISubmissionStore.claim_notifications}.
+
+        @return: A fired L{Deferred}: the L{NotificationBatch}, or L{None};
+            or a failure: L{ValueError} for a C{limit} or C{lease_ms} below
+            1, L{StoreError} if C{fail_appends} is set.
+        """
+        try:
+            check_limit(limit)
+            check_lease(lease_ms)
+        except ValueError:
+            return fail()
+        if self.fail_appends:
+            return fail(StoreError("the memory store is set to fail writes"))
+        cursor = self._cursors.get(channel)
+        if cursor is None:
+            self._cursors[channel] = [len(self._seq), None, 0]
+            return succeed(None)
+        through_seq, current_holder, lease_until_ms = cursor
+        if lease_until_ms > now_ms and current_holder != holder:
+            return succeed(None)
+        pending = [
+            receipt_id
+            for receipt_id, seq in self._seq.items()
+            if seq > through_seq
+        ]
+        if not pending:
+            return succeed(None)
+        cursor[1:] = [holder, now_ms + lease_ms]
+        tasks = [self._task(receipt_id) for receipt_id in pending[:limit]]
+        batch = [task for task in tasks if task is not None]
+        return succeed(
+            NotificationBatch(
+                tasks=batch, through_seq=batch[-1].seq, pending=len(pending)
+            )
+        )
+
+    def finish_notifications(
+        self, channel: str, holder: str, through_seq: int | None
+    ) -> Deferred[None]:
+        """
+        End C{holder}'s lease of C{channel}, advancing its cursor to
+        C{through_seq} unless it is L{None}; see
+        L{ISubmissionStore.finish_notifications}.
+
+        @return: A fired L{Deferred}, or a L{StoreError} failure if
+            C{fail_appends} is set.
+        """
+        if self.fail_appends:
+            return fail(StoreError("the memory store is set to fail writes"))
+        cursor = self._cursors.get(channel)
+        if cursor is not None and cursor[1] == holder:
+            if through_seq is not None:
+                cursor[0] = max(cursor[0], through_seq)
+            cursor[1:] = [None, 0]
+        return succeed(None)
 
     def decide(
         self, receipt_id: str, state: str, at_ms: int, note: str | None
@@ -221,4 +361,56 @@ class MemoryStore:
             updated_at_ms=updated_at_ms,
             note=note,
             seq=self._seq[receipt_id],
+            purged_at_ms=self._purged.get(receipt_id),
         )
+
+    def _search_words(self, receipt_id: str) -> frozenset[str]:
+        """
+        The words of C{receipt_id}'s searchable text, folded, read from its
+        content on first use.
+        """
+        words = self._words.get(receipt_id)
+        if words is None:
+            text = _searchable_text(self.submissions[receipt_id])
+            words = frozenset(_folded(word) for word in search_words(text))
+            self._words[receipt_id] = words
+        return words
+
+
+def _folded(word: str) -> str:
+    """
+    A word as searches compare it: in lower case.
+    """
+    return word.lower()
+
+
+def _searchable_text(submission: Submission) -> str:
+    """
+    The text a search looks in (see L{ISubmissionStore.list_tasks}): a
+    text submission's text; a structured one's sender (name, agent,
+    operator), subject and body. Content that is not such a document
+    (or purged, empty content) has none.
+    """
+    try:
+        document = json.loads(submission.content)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(document, dict):
+        return ""
+    if submission.kind == "text":
+        texts = [document.get("text")]
+    else:
+        message = document.get("message")
+        if not isinstance(message, dict):
+            return ""
+        sender = message.get("from")
+        if not isinstance(sender, dict):
+            sender = {}
+        texts = [
+            sender.get("name"),
+            sender.get("agent"),
+            sender.get("operator"),
+            message.get("subject"),
+            message.get("body"),
+        ]
+    return " ".join(text for text in texts if isinstance(text, str))

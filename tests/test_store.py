@@ -16,6 +16,7 @@ PostgreSQL backend's own promises are in C{test_store_postgres.py}.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import sqlite3
@@ -35,11 +36,15 @@ from twisted.python.threadable import isInIOThread
 from zope.interface.verify import verifyObject
 
 from beacon.store import (
+    MIN_ID_PREFIX,
+    SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
+    NotificationBatch,
     PostgreSQLStore,
     SQLiteStore,
     StoredTask,
@@ -74,23 +79,74 @@ def submission(
     id: str | None = None,
     content: bytes | None = None,
     received_at_ms: int | None = None,
+    door: str = "a2a-jsonrpc",
+    kind: str | None = None,
 ) -> Submission:
     """
-    A distinct, well-formed submission numbered C{n}.
+    A distinct, well-formed submission numbered C{n}: a text submission
+    unless C{kind} (or C{content} made by L{structured}) says otherwise.
     """
     if content is None:
         content = b'{"text":"submission %d"}' % (n,)
+    if kind is None:
+        kind = "structured" if content.startswith(b'{"message":') else "text"
     return Submission(
         id=id if id is not None else f"receipt-{n:04d}",
         context_id=f"context-{n:04d}",
         received_at_ms=T0 + n if received_at_ms is None else received_at_ms,
-        door="a2a-jsonrpc",
+        door=door,
         source="192.0.2.1",
-        kind="text",
+        kind=kind,
         message_id=f"message-{n}",
         content=content,
         sha256=hashlib.sha256(content).hexdigest(),
     )
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    """
+    C{document} as Beacon stores content (see beacon.intake).
+    """
+    return json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def text(words: str) -> bytes:
+    """
+    The stored content of a text submission.
+    """
+    return canonical({"text": words})
+
+
+def structured(
+    name: str,
+    subject: str,
+    body: str,
+    *,
+    agent: str | None = None,
+    operator: str | None = None,
+    **more: Any,
+) -> bytes:
+    """
+    The stored content of a structured submission.
+    """
+    sender = {"name": name}
+    if agent is not None:
+        sender["agent"] = agent
+    if operator is not None:
+        sender["operator"] = operator
+    return canonical(
+        {"message": {"from": sender, "subject": subject, "body": body, **more}}
+    )
+
+
+def receipt_id(n: int, prefix: str = "0ab1c2d3") -> str:
+    """
+    An id shaped as Beacon's are (36 lower-case base32hex digits), starting
+    with C{prefix}.
+    """
+    return prefix + f"{n:0{36 - len(prefix)}d}"
 
 
 def open_store(path: Path, **kwargs: int) -> SQLiteStore:
@@ -634,6 +690,651 @@ async def test_paging_with_filters(store: Store) -> None:
     assert {page.total for page in pages} == {len(tasks)}
 
 
+# The reader's half: the received order, the new filters, search, id
+# prefixes, purging and notification cursors.
+
+
+def received_newest_first(appended: list[Submission]) -> list[str]:
+    """
+    The ids of C{appended} (in append order) as list_tasks(sort=received)
+    must order them: by time of receipt, then by arrival, newest first.
+    """
+    keyed = [(s.received_at_ms, arrival, s.id) for arrival, s in enumerate(appended)]
+    return [id_ for _, _, id_ in sorted(keyed, reverse=True)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_received_order(store: Store) -> None:
+    """
+    sort=received orders by time of receipt, newest first, ties by arrival;
+    a decision does not move a task; the cursor is (received_at_ms, seq).
+    """
+    appended = [
+        submission(1, received_at_ms=T0 + 20),
+        submission(2, received_at_ms=T0 + 10),
+        submission(3, received_at_ms=T0 + 20),
+        submission(4, received_at_ms=T0 + 30),
+    ]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[1].id, STATE_COMPLETED, DECIDED_AT, None)
+    page = await store.list_tasks(limit=3, sort=SORT_RECEIVED)
+    assert ids(page.tasks) == [appended[3].id, appended[2].id, appended[0].id]
+    assert page.total == 4
+    last = page.tasks[-1]
+    assert page.next_after == (last.submission.received_at_ms, last.seq)
+    rest = await store.list_tasks(limit=3, sort=SORT_RECEIVED, after=page.next_after)
+    assert ids(rest.tasks) == [appended[1].id]
+    assert rest.tasks[0].state == STATE_COMPLETED
+    assert (rest.total, rest.next_after) == (4, None)
+    by_update = await store.list_tasks(limit=10, sort=SORT_UPDATED)
+    assert ids(by_update.tasks)[0] == appended[1].id
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_bad_sort(store: Store) -> None:
+    """
+    An order other than updated or received is a ValueError.
+    """
+    for sort in ("", "RECEIVED", "seq"):
+        with pytest.raises(ValueError):
+            await store.list_tasks(limit=1, sort=sort)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 12, 13])
+@pytest_twisted.ensureDeferred
+async def test_paging_received_walks_everything_once(store: Store, limit: int) -> None:
+    """
+    Following next_after in the received order visits every task exactly
+    once, across ties in the same millisecond and whatever was decided;
+    total is the same on every page and only the last has no cursor.
+    """
+    shuffle = random.Random(limit)
+    times = [T0 + t for t in (0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 5, 5)]
+    shuffle.shuffle(times)
+    appended = [submission(n, received_at_ms=t) for n, t in enumerate(times)]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[0].id, STATE_COMPLETED, T0 + 100, None)
+    tasks, pages = await all_pages(store, limit, sort=SORT_RECEIVED)
+    assert ids(tasks) == received_newest_first(appended)
+    assert [page.total for page in pages] == [12] * len(pages)
+    assert len(pages) == -(-12 // limit)
+    for page in pages[:-1]:
+        assert len(page.tasks) == limit
+        last = page.tasks[-1]
+        assert page.next_after == (last.submission.received_at_ms, last.seq)
+    assert pages[-1].next_after is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_paging_received_stable_while_submissions_arrive(store: Store) -> None:
+    """
+    In the received order too, submissions arriving between pages (newer
+    than everything, or in the cursor's very millisecond) never appear on
+    later pages, and nothing is skipped.
+    """
+    times = [T0 + t for t in (9, 9, 8, 8, 8, 7, 5, 5, 4)]
+    appended = [submission(n, received_at_ms=t) for n, t in enumerate(times)]
+    for s in appended:
+        await store.append(s)
+    seen: list[str] = []
+    after: tuple[int, int] | None = None
+    n = 100
+    while True:
+        page = await store.list_tasks(
+            limit=2, sort=SORT_RECEIVED, after=after, with_total=False
+        )
+        assert page.total is None
+        seen.extend(ids(page.tasks))
+        if page.next_after is None:
+            break
+        after = page.next_after
+        for received_at_ms in (T0 + 50, after[0]):
+            await store.append(submission(n, received_at_ms=received_at_ms))
+            n += 1
+    assert seen == received_newest_first(appended)
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_new_filters(store: Store) -> None:
+    """
+    door, received_since_ms (inclusive) and received_until_ms (exclusive)
+    each filter, combine with each other and with the older filters, in
+    both orders; total counts what matches.
+    """
+    appended = [
+        submission(n, received_at_ms=T0 + 10 * n, door="native" if n % 2 else "a2a-jsonrpc")
+        for n in range(8)
+    ]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[1].id, STATE_COMPLETED, T0 + 5, None)
+    await store.decide(appended[6].id, STATE_REJECTED, T0 + 500, None)
+    a = [s.id for s in appended]
+
+    async def listed(sort: str = SORT_RECEIVED, **filters: Any) -> tuple[list[str], int]:
+        page = await store.list_tasks(limit=100, sort=sort, **filters)
+        assert page.total is not None
+        return ids(page.tasks), page.total
+
+    assert await listed(door="native") == ([a[7], a[5], a[3], a[1]], 4)
+    assert await listed(door="a2a-jsonrpc") == ([a[6], a[4], a[2], a[0]], 4)
+    assert await listed(door="websocket") == ([], 0)
+    assert await listed(received_since_ms=T0 + 50) == ([a[7], a[6], a[5]], 3)
+    assert await listed(received_until_ms=T0 + 20) == ([a[1], a[0]], 2)
+    assert await listed(received_since_ms=T0 + 20, received_until_ms=T0 + 40) == (
+        [a[3], a[2]],
+        2,
+    )
+    assert await listed(received_since_ms=T0 + 40, received_until_ms=T0 + 40) == ([], 0)
+    assert await listed(door="native", received_since_ms=T0 + 10, received_until_ms=T0 + 70) == (
+        [a[5], a[3], a[1]],
+        3,
+    )
+    assert await listed(door="native", state=STATE_COMPLETED) == ([a[1]], 1)
+    assert await listed(door="a2a-jsonrpc", state=STATE_SUBMITTED) == (
+        [a[4], a[2], a[0]],
+        3,
+    )
+    assert await listed(received_until_ms=T0 + 70, updated_after_ms=T0 + 40) == (
+        [a[6], a[5], a[4]],
+        3,
+    )
+    assert await listed(door="native", context_id=appended[3].context_id) == ([a[3]], 1)
+    assert await listed(door="native", context_id=appended[2].context_id) == ([], 0)
+    # The status order keeps the filters; a6 was decided last, a1 first.
+    assert await listed(SORT_UPDATED, received_since_ms=T0 + 10) == (
+        [a[6], a[7], a[5], a[4], a[3], a[2], a[1]],
+        7,
+    )
+    assert await listed(SORT_UPDATED, door="native", received_until_ms=T0 + 40) == (
+        [a[3], a[1]],
+        2,
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_without_total(store: Store) -> None:
+    """
+    with_total=False answers the same tasks and cursor with total None.
+    """
+    for n in range(5):
+        await store.append(submission(n))
+    for sort in (SORT_UPDATED, SORT_RECEIVED):
+        counted = await store.list_tasks(limit=3, sort=sort)
+        uncounted = await store.list_tasks(limit=3, sort=sort, with_total=False)
+        assert counted.total == 5
+        assert uncounted == TaskPage(
+            tasks=counted.tasks, total=None, next_after=counted.next_after
+        )
+
+
+@pytest_twisted.ensureDeferred
+async def test_search_text_and_structured(store: Store) -> None:
+    """
+    A search finds every word in a text submission's text and in a
+    structured one's sender name, agent, operator, subject and body, and
+    nowhere else (not the language, the contact, the ids or the door).
+    """
+    appended = [
+        submission(0, content=text("The quick brown fox jumps over the lazy dog")),
+        submission(
+            1,
+            content=structured(
+                "Ada Lovelace",
+                "Analytical engine notes",
+                "Please review the attached bernoulli numbers.",
+                agent="ada-assistant/2.1",
+                operator="Example Lab",
+                language="en",
+                contact=[{"kind": "email", "value": "charles@example.org"}],
+            ),
+        ),
+        submission(2, content=structured("crawler", "Broken link", "The fox page is gone.")),
+        submission(3, content=text("nothing to see here")),
+    ]
+    for s in appended:
+        await store.append(s)
+    a = [s.id for s in appended]
+
+    async def found(search: str, **filters: Any) -> list[str]:
+        page = await store.list_tasks(limit=10, search=search, **filters)
+        assert page.total == len(page.tasks)
+        return ids(page.tasks)
+
+    assert await found("quick") == [a[0]]
+    assert await found("fox") == [a[2], a[0]]
+    assert await found("Lovelace") == [a[1]]
+    assert await found("assistant") == [a[1]]  # from.agent
+    assert await found("lab") == [a[1]]  # from.operator
+    assert await found("engine") == [a[1]]  # subject
+    assert await found("bernoulli") == [a[1]]  # body
+    assert await found("crawler") == [a[2]]
+    for elsewhere in ("charles", "email", "en", "receipt", "context", "jsonrpc", "message"):
+        assert await found(elsewhere) == [], elsewhere
+
+
+@pytest_twisted.ensureDeferred
+async def test_search_words(store: Store) -> None:
+    """
+    Every word must be there, in any case and order, as a whole word (no
+    substrings, no stems); punctuation in the search is not searched for;
+    letters of any script count.
+    """
+    appended = [
+        submission(0, content=text("Réunion à l'ÉCOLE demain: salle 12")),
+        submission(1, content=text("Meeting at the school tomorrow, room 12")),
+        submission(2, content=text("meetings and schools")),
+    ]
+    for s in appended:
+        await store.append(s)
+    a = [s.id for s in appended]
+
+    async def found(search: str) -> list[str]:
+        page = await store.list_tasks(limit=10, search=search, sort=SORT_RECEIVED)
+        return ids(page.tasks)
+
+    assert await found("MEETING school") == [a[1]]
+    assert await found("school meeting") == [a[1]]
+    assert await found("meeting schools") == []
+    assert await found("meet") == []
+    assert await found("12") == [a[1], a[0]]
+    assert await found("école") == [a[0]]
+    assert await found("réunion DEMAIN") == [a[0]]
+    assert await found('"school", (meeting)!') == [a[1]]
+    assert await found("school -meeting") == [a[1]]
+    assert await found("school OR schools") == []
+    assert await found("school AND meeting") == []
+    assert await found("NEAR(school meeting)") == []
+    assert await found("sch*") == []
+    assert await found("l'école") == [a[0]]
+
+
+@pytest.mark.parametrize("search", ["", " ", "!?", "_", "--", '"', "*", "()"])
+@pytest_twisted.ensureDeferred
+async def test_search_without_words(store: Store, search: str) -> None:
+    """
+    A search with no word in it matches nothing (and is no error).
+    """
+    await store.append(submission(1, content=text("anything _ -- at all")))
+    assert await store.list_tasks(limit=5, search=search) == TaskPage(
+        tasks=[], total=0, next_after=None
+    )
+    page = await store.list_tasks(limit=5, search=search, with_total=False)
+    assert (page.tasks, page.total) == ([], None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_search_with_filters_and_paging(store: Store) -> None:
+    """
+    A search combines with the other filters and pages in both orders.
+    """
+    appended = [
+        submission(
+            n,
+            content=text(f"item {n} {'even' if n % 2 == 0 else 'odd'} common"),
+            received_at_ms=T0 + n // 2,
+            door="native" if n % 3 == 0 else "a2a-jsonrpc",
+        )
+        for n in range(15)
+    ]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[4].id, STATE_REJECTED, T0 + 100, None)
+    even = [s for n, s in enumerate(appended) if n % 2 == 0]
+    tasks, pages = await all_pages(store, 2, search="even COMMON", sort=SORT_RECEIVED)
+    assert ids(tasks) == received_newest_first(even)
+    assert {page.total for page in pages} == {8}
+    tasks, pages = await all_pages(store, 3, search="even")
+    assert ids(tasks) == newest_first(even, {appended[4].id: T0 + 100})
+    tasks, _ = await all_pages(
+        store, 2, search="common", door="native", state=STATE_SUBMITTED
+    )
+    assert ids(tasks) == newest_first(
+        [s for n, s in enumerate(appended) if n % 3 == 0 and n != 4], {}
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_id_prefix(store: Store) -> None:
+    """
+    id_prefix finds the task whose id starts with it (one, several or
+    none); a prefix shorter than MIN_ID_PREFIX, or with anything but digits
+    and lower-case letters, is a ValueError.
+    """
+    appended = [
+        submission(0, id=receipt_id(10, "0ab1c2")),
+        submission(1, id=receipt_id(20, "0ab1c2")),
+        submission(2, id=receipt_id(3, "0ab1d0")),
+        submission(3, id=receipt_id(4, "vvvvvv")),
+    ]
+    for s in appended:
+        await store.append(s)
+    a = [s.id for s in appended]
+
+    async def found(prefix: str, **filters: Any) -> tuple[list[str], int | None]:
+        page = await store.list_tasks(limit=10, id_prefix=prefix, **filters)
+        return ids(page.tasks), page.total
+
+    assert MIN_ID_PREFIX == 6
+    assert await found("0ab1c2") == ([a[1], a[0]], 2)
+    assert await found("0ab1c20") == ([a[1], a[0]], 2)
+    assert await found(a[1][:-1]) == ([a[1]], 1)
+    assert await found(a[1]) == ([a[1]], 1)
+    assert await found("0ab1d0") == ([a[2]], 1)
+    assert await found("vvvvvv") == ([a[3]], 1)
+    assert await found("0ab1c3") == ([], 0)
+    assert await found("zzzzzz") == ([], 0)
+    assert await found("0ab1c2", sort=SORT_RECEIVED, state=STATE_SUBMITTED) == (
+        [a[1], a[0]],
+        2,
+    )
+    await store.decide(a[0], STATE_COMPLETED, DECIDED_AT, None)
+    assert await found("0ab1c2", state=STATE_COMPLETED) == ([a[0]], 1)
+    for bad in ("", "0ab1c", "0AB1C2", "0ab1c-", "0ab1c2*", "0ab1c2%", "0ab1c_", "0ab1c2 ", "éab1c2"):
+        with pytest.raises(ValueError):
+            await store.list_tasks(limit=10, id_prefix=bad)
+
+
+# Purging.
+
+
+async def decided_tasks(store: Store) -> list[Submission]:
+    """
+    Four submissions (each with a word of its own), three decided at
+    DECIDED_AT + 0, + 10 and + 20 with a note, one undecided.
+    """
+    appended = [
+        submission(n, content=text(f"secret{n} shared words")) for n in range(4)
+    ]
+    for s in appended:
+        await store.append(s)
+    for n in range(3):
+        state = STATE_COMPLETED if n % 2 else STATE_REJECTED
+        await store.decide(appended[n].id, state, DECIDED_AT + 10 * n, f"note {n}")
+    return appended
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge(store: Store) -> None:
+    """
+    purge erases the content and the note of every decided submission
+    decided strictly before the bound, and records when; everything else
+    (status, receipt, times, state) stays; the undecided and the later
+    decided are untouched.
+    """
+    appended = await decided_tasks(store)
+    before = [await store.get(s.id) for s in appended]
+    assert await store.purge(DECIDED_AT + 10, DECIDED_AT + 99) == 1
+    purged = await store.get(appended[0].id)
+    assert before[0] is not None
+    assert purged == StoredTask(
+        submission=Submission(**{**appended[0].__dict__, "content": b""}),
+        state=STATE_REJECTED,
+        updated_at_ms=DECIDED_AT,
+        note=None,
+        seq=before[0].seq,
+        purged_at_ms=DECIDED_AT + 99,
+    )
+    assert await store.status(appended[0].id) == TaskStatusRecord(
+        id=appended[0].id,
+        context_id=appended[0].context_id,
+        state=STATE_REJECTED,
+        updated_at_ms=DECIDED_AT,
+    )
+    for n in (1, 2, 3):
+        assert await store.get(appended[n].id) == before[n]
+        assert before[n] is not None and before[n].purged_at_ms is None
+    # The bound is strict: the one decided at DECIDED_AT + 10 goes now.
+    assert await store.purge(DECIDED_AT + 11, DECIDED_AT + 100) == 1
+    task = await store.get(appended[1].id)
+    assert task is not None
+    assert (task.submission.content, task.note, task.purged_at_ms) == (
+        b"",
+        None,
+        DECIDED_AT + 100,
+    )
+    assert task.submission.sha256 == appended[1].sha256
+    # Listed as they are, purged or not.
+    page = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+    assert [t.purged_at_ms for t in page.tasks] == [None, None, DECIDED_AT + 100, DECIDED_AT + 99]
+    # A purged task stays decided.
+    with pytest.raises(AlreadyDecided):
+        await store.decide(appended[0].id, STATE_COMPLETED, DECIDED_AT + 200, None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge_counts_once(store: Store) -> None:
+    """
+    A dry run counts without changing anything; a purge counts what it
+    purged; a second purge with the same bound purges nothing new; the
+    undecided submission is never purged.
+    """
+    appended = await decided_tasks(store)
+    before = [await store.get(s.id) for s in appended]
+    assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 1, dry_run=True) == 3
+    assert [await store.get(s.id) for s in appended] == before
+    assert await store.purge(DECIDED_AT, DECIDED_AT + 1) == 0
+    assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 1) == 3
+    assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 2, dry_run=True) == 0
+    assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 2) == 0
+    tasks = [await store.get(s.id) for s in appended]
+    assert [t and t.purged_at_ms for t in tasks] == [DECIDED_AT + 1] * 3 + [None]
+    assert tasks[3] == before[3]
+
+
+@pytest_twisted.ensureDeferred
+async def test_purged_never_found_by_search(store: Store) -> None:
+    """
+    A purged task's words are no longer searchable; the others' still are.
+    """
+    appended = await decided_tasks(store)
+    page = await store.list_tasks(limit=10, search="shared words")
+    assert page.total == 4
+    await store.purge(DECIDED_AT + 5, DECIDED_AT + 6)
+    assert (await store.list_tasks(limit=10, search="secret0")).total == 0
+    page = await store.list_tasks(limit=10, search="shared", sort=SORT_RECEIVED)
+    assert ids(page.tasks) == [s.id for s in reversed(appended[1:])]
+    assert page.total == 3
+    assert (await store.list_tasks(limit=10, search="secret1")).total == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge_tells_no_listener(store: Store) -> None:
+    """
+    A purge makes no store event.
+    """
+    appended = await decided_tasks(store)
+    heard = Heard(store)
+    assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 1) == 3
+    await store.append(submission(9))
+    assert await heard.count(1) == [StoreEvent("submitted", submission(9).id)]
+    assert appended
+
+
+# Notification cursors.
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_first_time_has_no_backlog(store: Store) -> None:
+    """
+    A channel seen for the first time starts after the newest submission:
+    its first claim answers None, and only later submissions come.
+    """
+    await store.append(submission(1))
+    await store.append(submission(2))
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    await store.append(submission(3))
+    batch = await store.claim_notifications("command", "a", T0, 1000, 10)
+    assert batch is not None
+    assert ids(batch.tasks) == [submission(3).id]
+    assert (batch.through_seq, batch.pending) == (batch.tasks[0].seq, 1)
+    assert batch.tasks[0] == await store.get(submission(3).id)
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_on_an_empty_store(store: Store) -> None:
+    """
+    A channel created on an empty store gets the first submission.
+    """
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    await store.append(submission(1))
+    batch = await store.claim_notifications("command", "a", T0, 1000, 10)
+    assert batch is not None and ids(batch.tasks) == [submission(1).id]
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_batches_in_seq_order(store: Store) -> None:
+    """
+    A batch holds up to limit tasks in arrival order (whatever their
+    receipt times), says how many wait in all, and finishing it advances
+    the cursor to the next ones; finishing with None delivers them again.
+    """
+    assert await store.claim_notifications("command", "a", T0, 1000, 2) is None
+    appended = [submission(n, received_at_ms=T0 + 100 - n) for n in range(5)]
+    for s in appended:
+        await store.append(s)
+    await store.decide(appended[1].id, STATE_COMPLETED, DECIDED_AT, "ok")
+    first = await store.claim_notifications("command", "a", T0, 1000, 2)
+    assert first is not None
+    assert ids(first.tasks) == [appended[0].id, appended[1].id]
+    assert first.tasks[1].state == STATE_COMPLETED and first.tasks[1].note == "ok"
+    assert (first.through_seq, first.pending) == (first.tasks[1].seq, 5)
+    await store.finish_notifications("command", "a", None)
+    again = await store.claim_notifications("command", "a", T0 + 1, 1000, 2)
+    assert again == first
+    await store.finish_notifications("command", "a", again.through_seq)
+    second = await store.claim_notifications("command", "a", T0 + 2, 1000, 2)
+    assert second is not None
+    assert ids(second.tasks) == [appended[2].id, appended[3].id]
+    assert second.pending == 3
+    await store.finish_notifications("command", "a", second.through_seq)
+    third = await store.claim_notifications("command", "a", T0 + 3, 1000, 10)
+    assert third is not None
+    assert (ids(third.tasks), third.pending) == ([appended[4].id], 1)
+    await store.finish_notifications("command", "a", third.through_seq)
+    assert await store.claim_notifications("command", "a", T0 + 4, 1000, 10) is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_lease(store: Store) -> None:
+    """
+    While a holder's lease runs, another holder gets None; the holder
+    itself gets its batch again (lease renewed); once the lease ran out
+    another holder takes it over, and the first one's finish then does
+    nothing.
+    """
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    await store.append(submission(1))
+    held = await store.claim_notifications("command", "a", T0, 1000, 10)
+    assert held is not None
+    assert await store.claim_notifications("command", "b", T0 + 999, 1000, 10) is None
+    renewed = await store.claim_notifications("command", "a", T0 + 500, 1000, 10)
+    assert renewed == held
+    # Renewed until T0 + 1500.
+    assert await store.claim_notifications("command", "b", T0 + 1499, 1000, 10) is None
+    taken = await store.claim_notifications("command", "b", T0 + 1500, 1000, 10)
+    assert taken == held
+    await store.finish_notifications("command", "a", held.through_seq)
+    assert await store.claim_notifications("command", "c", T0 + 1600, 1000, 10) is None
+    assert await store.claim_notifications("command", "b", T0 + 1600, 1000, 10) == held
+    await store.finish_notifications("command", "b", held.through_seq)
+    assert await store.claim_notifications("command", "c", T0 + 1700, 1000, 10) is None
+    await store.append(submission(2))
+    batch = await store.claim_notifications("command", "c", T0 + 1700, 1000, 10)
+    assert batch is not None and ids(batch.tasks) == [submission(2).id]
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_nothing_new_holds_no_lease(store: Store) -> None:
+    """
+    A claim that finds nothing new answers None and leaves no lease: the
+    next submission can be claimed by any holder.
+    """
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    assert await store.claim_notifications("command", "a", T0 + 1, 1000, 10) is None
+    await store.append(submission(1))
+    batch = await store.claim_notifications("command", "b", T0 + 2, 1000, 10)
+    assert batch is not None and ids(batch.tasks) == [submission(1).id]
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_channels_are_independent(store: Store) -> None:
+    """
+    Each channel has its own cursor and lease; finishing with a stale or
+    foreign holder changes nothing.
+    """
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    assert await store.claim_notifications("webhook", "a", T0, 1000, 10) is None
+    await store.append(submission(1))
+    command = await store.claim_notifications("command", "a", T0, 1000, 10)
+    webhook = await store.claim_notifications("webhook", "b", T0, 1000, 10)
+    assert command is not None and webhook == command
+    await store.finish_notifications("command", "b", command.through_seq)
+    await store.finish_notifications("nosuch", "a", command.through_seq)
+    await store.finish_notifications("command", "a", command.through_seq)
+    assert await store.claim_notifications("command", "a", T0, 1000, 10) is None
+    assert await store.claim_notifications("webhook", "b", T0, 1000, 10) == webhook
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_bad_arguments(store: Store) -> None:
+    """
+    A claim's limit and lease are at least 1.
+    """
+    for limit, lease_ms in ((0, 1000), (10, 0), (-1, -1)):
+        with pytest.raises(ValueError):
+            await store.claim_notifications("command", "a", T0, lease_ms, limit)
+
+
+async def assert_each_claimed_once(one: Any, two: Any, appended: int) -> None:
+    """
+    Two stores on one database claim the same channel at once, as two
+    holders, until everything is delivered: each of the C{appended}
+    submissions made after the channel was created is claimed, and
+    finished, by exactly one of them, in seq order.
+    """
+    assert await one.claim_notifications("command", "one", T0, 60_000, 3) is None
+    for n in range(appended):
+        await (one if n % 2 else two).append(submission(n))
+    delivered: list[tuple[str, int]] = []
+    rounds = 0
+    while True:
+        rounds += 1
+        assert rounds < 10 * appended, "the claims did not finish"
+        claims = await gatherResults(
+            [
+                one.claim_notifications("command", "one", T0 + rounds, 60_000, 3),
+                two.claim_notifications("command", "two", T0 + rounds, 60_000, 3),
+            ]
+        )
+        if claims == [None, None]:
+            break
+        assert None in claims, "both holders held the lease at once"
+        for holder, store, batch in zip(("one", "two"), (one, two), claims):
+            if batch is not None:
+                delivered += [(task.submission.id, task.seq) for task in batch.tasks]
+                await store.finish_notifications("command", holder, batch.through_seq)
+    assert [id_ for id_, _ in delivered] == [submission(n).id for n in range(appended)]
+    assert [seq for _, seq in delivered] == sorted(seq for _, seq in delivered)
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_sqlite_stores_claim_once(db: Path) -> None:
+    """
+    Two stores on one SQLite file claiming one channel: each submission is
+    claimed once.
+    """
+    one, two = open_store(db), open_store(db)
+    try:
+        await assert_each_claimed_once(one, two, 10)
+    finally:
+        await one.stopService()
+        await two.stopService()
+
+
 # Listeners.
 
 
@@ -829,6 +1530,30 @@ async def test_memory_fail_appends_fails_decisions() -> None:
     memory.fail_appends = False
     await memory.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, None)
     assert heard[-1] == StoreEvent("decided", submission(1).id)
+
+
+@pytest_twisted.ensureDeferred
+async def test_memory_fail_appends_fails_purges_and_claims() -> None:
+    """
+    MemoryStore.fail_appends also makes purges and notification claims and
+    finishes fail with StoreError and change nothing.
+    """
+    memory = MemoryStore()
+    assert await memory.claim_notifications("command", "a", T0, 1000, 10) is None
+    await memory.append(submission(1))
+    await memory.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, "n")
+    before = await memory.get(submission(1).id)
+    memory.fail_appends = True
+    with pytest.raises(StoreError):
+        await memory.purge(DECIDED_AT + 1, DECIDED_AT + 1)
+    with pytest.raises(StoreError):
+        await memory.claim_notifications("command", "a", T0, 1000, 10)
+    with pytest.raises(StoreError):
+        await memory.finish_notifications("command", "a", 1)
+    memory.fail_appends = False
+    assert await memory.get(submission(1).id) == before
+    batch = await memory.claim_notifications("command", "a", T0, 1000, 10)
+    assert batch is not None and batch.tasks == [before]
 
 
 def test_memory_listeners_are_synchronous() -> None:

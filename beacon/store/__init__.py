@@ -5,7 +5,8 @@ Everything another package uses is imported from here. The rooms inside,
 each with one job:
 
   - C{_interface}: the contract (L{ISubmissionStore}, its records and
-    errors, the argument checks every backend makes);
+    errors, the argument checks every backend makes, the words of a
+    search);
   - C{_listeners}: who hears of committed writes (L{StoreListeners});
   - C{_url}: store URLs, and the store one names (L{open_store});
   - C{_migrate}: C{beacon db upgrade} and C{beacon db status};
@@ -37,7 +38,11 @@ from beacon.store._interface import (
     Submission,
     TaskStatusRecord,
     check_decision_state,
+    check_id_prefix,
+    check_lease,
     check_limit,
+    check_sort,
+    search_words,
 )
 from beacon.store._listeners import StoreListeners
 from beacon.store._migrate import SchemaStatus, schema_status, status, upgrade
@@ -74,5 +79,9 @@ __all__ = [
     "Submission",
     "TaskStatusRecord",
     "check_decision_state",
+    "check_id_prefix",
+    "check_lease",
     "check_limit",
+    "check_sort",
+    "search_words",
 ]

@@ -4,13 +4,18 @@ in-memory fake in L{beacon.testing}) promises.
 
 The store is append-only. A submission row is written once and never changed;
 facts about it (review decisions) are appended as events, and a task's state is
-derived from its newest event. Every method returns a L{Deferred}; no backend
-may block the reactor thread. L{check_decision_state} and L{check_limit} are
-the argument checks every backend makes.
+derived from its newest event. The one exception is L{ISubmissionStore.purge}:
+a person may erase the content (and the decision's note) of decided
+submissions, keeping everything else. Every method returns a L{Deferred}; no
+backend may block the reactor thread. L{check_decision_state},
+L{check_limit}, L{check_sort}, L{check_id_prefix} and L{check_lease} are the
+argument checks every backend makes; L{search_words} says what the words of a
+search are.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -222,17 +227,19 @@ class ISubmissionStore(Interface):
             time.
         @param search: Only tasks whose searchable text (text parts; the
             structured C{from}, C{subject} and C{body}) holds every word of
-            C{search}, case-insensitively (full-text search: words, not
-            substrings; purged tasks have no text). A C{search} with no
-            word matches nothing.
-        @param id_prefix: Only tasks whose id starts with this (at least
-            L{MIN_ID_PREFIX} characters).
+            C{search} (L{search_words}), case-insensitively (full-text
+            search: whole words, not substrings, and no stemming; accents
+            count; purged tasks have no text). A C{search} with no word
+            matches nothing.
+        @param id_prefix: Only tasks whose id starts with this: at least
+            L{MIN_ID_PREFIX} characters, each a digit or a lower-case ASCII
+            letter (ids are lower-case base32hex; the caller lower-cases).
         @param with_total: Whether to count the matching tasks
             (C{TaskPage.total}); a caller paging through everything asks
             once.
         @raises ValueError: (as a failed Deferred) for a C{limit} below 1,
-            an unknown C{sort} or a C{id_prefix} shorter than
-            L{MIN_ID_PREFIX}.
+            an unknown C{sort} or an C{id_prefix} that L{check_id_prefix}
+            refuses.
         """
 
     def purge(
@@ -266,9 +273,20 @@ class ISubmissionStore(Interface):
         A channel seen for the first time starts after the newest
         submission stored (no backlog is notified).
 
+        A holder that claims again while it holds the lease (before
+        L{finish_notifications}) is given the same submissions again, and
+        its lease is renewed. A lease that ran out may be taken by another
+        holder, which is then given the submissions the first one did not
+        finish: delivery is at least once when a holder outlives its lease.
+
+        @param now_ms: The caller's clock, in milliseconds since the epoch.
+        @param lease_ms: How long the lease lasts (at least 1).
+        @param limit: The most tasks in one batch (at least 1).
         @return: A L{Deferred} firing with a L{NotificationBatch}, or with
-            L{None} when another holder's lease is current or nothing is
-            new (then no lease is held).
+            L{None} when the channel was seen for the first time, when
+            another holder's lease is current or when nothing is new (then
+            no lease is held), or failing with L{ValueError} for a
+            C{limit} or C{lease_ms} below 1.
         """
 
     def finish_notifications(
@@ -321,6 +339,62 @@ def check_decision_state(state: str) -> None:
         raise ValueError(
             f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
         )
+
+
+def check_sort(sort: str) -> None:
+    """
+    Refuse an order other than L{SORT_UPDATED} or L{SORT_RECEIVED}.
+
+    @raises ValueError: If C{sort} is any other value.
+    """
+    if sort not in SORTS:
+        raise ValueError(
+            f"sort is {SORT_UPDATED!r} or {SORT_RECEIVED!r}, not {sort!r}"
+        )
+
+
+_ID_PREFIX = re.compile("[0-9a-z]+")
+
+
+def check_id_prefix(id_prefix: str) -> None:
+    """
+    Refuse an id prefix shorter than L{MIN_ID_PREFIX}, or holding anything
+    but digits and lower-case ASCII letters.
+
+    @raises ValueError: If C{id_prefix} is such a prefix.
+    """
+    if len(id_prefix) < MIN_ID_PREFIX:
+        raise ValueError(
+            f"an id prefix has at least {MIN_ID_PREFIX} characters,"
+            f" not {len(id_prefix)}"
+        )
+    if _ID_PREFIX.fullmatch(id_prefix) is None:
+        raise ValueError(
+            "an id prefix holds digits and lower-case letters a-z only"
+        )
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def search_words(search: str) -> list[str]:
+    """
+    The words of a L{ISubmissionStore.list_tasks} C{search}: its runs of
+    letters and digits (any script), as written. Anything else (spaces,
+    punctuation, symbols, C{_}) separates words and is not searched for.
+    """
+    return _WORD.findall(search)
+
+
+def check_lease(lease_ms: int) -> None:
+    """
+    Refuse a notification lease (L{ISubmissionStore.claim_notifications})
+    shorter than a millisecond.
+
+    @raises ValueError: If C{lease_ms} is less than 1.
+    """
+    if lease_ms < 1:
+        raise ValueError(f"lease_ms must be at least 1, not {lease_ms}")
 
 
 def check_limit(limit: int) -> None:
