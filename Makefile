@@ -54,5 +54,14 @@ postgres:
 bench: $(STAMP)
 	$(BIN)/python bench/run $(BENCH_ARGS)
 
+# The reader's side (issue 18): `beacon review` list, search, bulk reject,
+# export and purge on 100,000 stored submissions, SQLite and PostgreSQL
+# (bench/reader.py --help; not part of `make test`): about 15 minutes;
+# BENCH_ARGS="--out" also writes bench/results/<date>-reader.md, and
+# BENCH_ARGS="--quick" is a smoke run of about a minute.
+.PHONY: bench-reader
+bench-reader: $(STAMP) postgres
+	$(BIN)/python bench/reader.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info twisted/plugins/dropin.cache
