@@ -94,7 +94,7 @@ class _Run(ProcessProtocol):
             why = f"killed by signal {value.signal}"
         else:
             why = f"ended: {reason.getErrorMessage()}"
-        errors = inert(self.stderr.decode("utf-8", "replace")).strip()
+        errors = inert(self.stderr.decode("utf-8", "replace").strip())
         if errors:
             why += f"; standard error ends: {errors}"
         self.done.errback(NotificationFailed(why))

@@ -136,8 +136,20 @@ def digest_message(
 
 
 def _reason(failure: Failure) -> str:
-    """Why a send failed, in one inert line of bounded length."""
-    return _cut(inert(" ".join(failure.getErrorMessage().split())), REASON_KEPT)
+    """
+    Why a send failed, in one inert line of bounded length: the server's
+    last reply, never the session's transcript (which holds the
+    credentials, base64-encoded, and the recipients).
+    """
+    from twisted.mail.smtp import SMTPClientError
+
+    error = failure.value
+    if isinstance(error, SMTPClientError):
+        reply = error.resp.decode("utf-8", "replace") if isinstance(error.resp, bytes) else str(error.resp)
+        text = f"{error.code} {reply}" if error.code != -1 else reply
+    else:
+        text = failure.getErrorMessage()
+    return _cut(inert(" ".join(text.split())), REASON_KEPT)
 
 
 def _sender_factory(
