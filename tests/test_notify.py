@@ -54,6 +54,7 @@ from beacon.notify import (
     NotificationFailed,
     Notifier,
     SMTPChannel,
+    STOP_TIMEOUT,
     digest_message,
     inert,
     summary_json,
@@ -439,6 +440,84 @@ def test_stop_abandons_a_delivery_and_a_restart_tells_it_again(
     clock.advance(0)
     assert again.ids() == ids
     restarted.stopService()
+
+
+class SlowClaims(MemoryStore):
+    """A MemoryStore whose claims, once C{slow}, wait until the test answers them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = False
+        self.claims: list[tuple[Deferred[Any], tuple[Any, ...]]] = []
+
+    def claim_notifications(self, *args: Any) -> Deferred[NotificationBatch | None]:
+        if not self.slow:
+            return super().claim_notifications(*args)
+        waiting: Deferred[NotificationBatch | None] = Deferred()
+        self.claims.append((waiting, args))
+        return waiting
+
+    def answer(self) -> None:
+        waiting, args = self.claims.pop(0)
+        super().claim_notifications(*args).chainDeferred(waiting)
+
+
+def test_stop_waits_for_a_claim_in_flight_and_then_delivers_nothing(
+    clock: Clock, logged_events: Any
+) -> None:
+    """A claim answered after stopService is given back unsent (the cursor stays); stopService's Deferred fires once it is; the next start tells of those submissions."""
+    store = SlowClaims()
+    channel = FakeChannel()
+    notifier = started(Notifier(store, clock, channel))
+    ids = submit(store, clock)
+    store.slow = True
+    clock.advance(0)
+    stopped = notifier.stopService()
+    assert not stopped.called
+    store.answer()
+    assert stopped.called
+    assert channel.summaries == []
+    store.slow = False
+    again = FakeChannel()
+    restarted = started(Notifier(store, clock, again))
+    clock.advance(0)
+    assert again.ids() == ids
+    restarted.stopService()
+    assert logged_events.named("notify.stop_timeout") == []
+
+
+def test_stop_waits_a_bounded_time(clock: Clock, logged_events: Any) -> None:
+    """A claim that never answers holds stopService for STOP_TIMEOUT seconds of the clock, then notify.stop_timeout says so."""
+    store = SlowClaims()
+    notifier = started(Notifier(store, clock, FakeChannel()))
+    submit(store, clock)
+    store.slow = True
+    clock.advance(0)
+    stopped = notifier.stopService()
+    clock.advance(STOP_TIMEOUT - 0.1)
+    assert not stopped.called
+    clock.advance(0.1)
+    assert stopped.called
+    (event,) = logged_events.named("notify.stop_timeout")
+    assert (event["channel"], event["seconds"]) == ("command", STOP_TIMEOUT)
+
+
+def test_a_store_failure_is_logged_and_the_next_read_retries(
+    store: MemoryStore, clock: Clock, logged_events: Any
+) -> None:
+    """A claim the store fails is notify.store_failed (no traceback); the periodic read an interval later tells of the submissions."""
+    channel = FakeChannel()
+    notifier = started(Notifier(store, clock, channel, interval=60))
+    ids = submit(store, clock)
+    store.fail_appends = True
+    clock.advance(0)
+    (event,) = logged_events.named("notify.store_failed")
+    assert event["channel"] == "command"
+    assert channel.summaries == []
+    store.fail_appends = False
+    clock.advance(60)
+    assert channel.ids() == ids
+    notifier.stopService()
 
 
 def test_decisions_wake_nothing(store: MemoryStore, clock: Clock) -> None:

@@ -241,8 +241,7 @@ class Notifier(Service):
             return False  # nothing new, or another holder has the channel
         if not self.running:
             return self._finish(None, False)
-        summary = summary_of(batch, include_content=self.include_content)
-        delivery: Deferred[None] = maybeDeferred(self.channel.send, summary)
+        delivery: Deferred[None] = maybeDeferred(self._send, batch)
         delivery.addTimeout(self.timeout, self.clock)
         self._delivery = delivery
         return delivery.addCallbacks(
@@ -251,6 +250,13 @@ class Notifier(Service):
             callbackArgs=(batch, started),
             errbackArgs=(batch, started),
         )
+
+    def _send(self, batch: NotificationBatch) -> Deferred[None]:
+        """Hand the channel C{batch}'s summary."""
+        sending: Deferred[None] = self.channel.send(
+            summary_of(batch, include_content=self.include_content)
+        )
+        return sending
 
     def _sent(self, _: None, batch: NotificationBatch, started: float) -> Deferred[bool]:
         self._delivery = None

@@ -14,6 +14,7 @@ addresses; submitted text appears only in the body, made inert.
 from __future__ import annotations
 
 import email.policy
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from email.message import EmailMessage
@@ -152,6 +153,39 @@ def _reason(failure: Failure) -> str:
     return _cut(inert(" ".join(text.split())), REASON_KEPT)
 
 
+@functools.lru_cache(maxsize=None)
+def _sender_factory_class() -> Any:
+    """
+    Twisted's ESMTP sender factory as the mail channel uses it, made once:
+    its protocol reports a connection lost before the message was accepted
+    (over an endpoint, the factory's own C{clientConnectionLost} is never
+    called) by failing the send's L{Deferred}, C{beacon_result}.
+
+    Imported here, and so only when a mail channel is made (at start-up):
+    C{twisted.mail.smtp} imports the global reactor, which a library must
+    not install by being imported, and looks up this host's name.
+    """
+    from twisted.mail.smtp import ESMTPSender, ESMTPSenderFactory, SMTPConnectError
+
+    class Sender(ESMTPSender):
+        def connectionLost(self, reason: Failure = connectionDone) -> None:
+            super().connectionLost(reason)
+            result = self.factory.beacon_result
+            if not result.called:
+                result.errback(
+                    SMTPConnectError(
+                        -1,
+                        "the connection to the mail server was lost: "
+                        + reason.getErrorMessage(),
+                    )
+                )
+
+    class DigestSenderFactory(ESMTPSenderFactory):
+        protocol = Sender
+
+    return DigestSenderFactory
+
+
 def _sender_factory(
     username: bytes | None,
     password: bytes | None,
@@ -164,29 +198,10 @@ def _sender_factory(
     """
     Twisted's ESMTP sender for one message: no retries (the notifier
     retries), no idle timer of its own (the notifier's timeout bounds the
-    whole send, on its clock), STARTTLS when the server offers it, and an
-    error for a connection lost before the message was accepted.
+    whole send, on its clock), STARTTLS when the server offers it,
+    authentication when a user is given.
     """
-    # Imported here: twisted.mail.smtp imports the global reactor, which a
-    # library must not install by being imported.
-    from twisted.mail.smtp import ESMTPSender, ESMTPSenderFactory, SMTPConnectError
-
-    class Sender(ESMTPSender):
-        def connectionLost(self, reason: Failure = connectionDone) -> None:
-            super().connectionLost(reason)
-            if not result.called:
-                result.errback(
-                    SMTPConnectError(
-                        -1,
-                        "the connection to the mail server was lost: "
-                        + reason.getErrorMessage(),
-                    )
-                )
-
-    class Factory(ESMTPSenderFactory):
-        protocol = Sender
-
-    return Factory(
+    factory = _sender_factory_class()(
         username,
         password,
         mail_from,
@@ -199,6 +214,8 @@ def _sender_factory(
         requireAuthentication=username is not None,
         requireTransportSecurity=False,
     )
+    factory.beacon_result = result
+    return factory
 
 
 @implementer(INotificationChannel)
@@ -258,6 +275,7 @@ class SMTPChannel:
         endpoint: Any = HostnameEndpoint(reactor, host, port, timeout=connect_timeout)
         self._endpoint = wrapClientTLS(self._options, endpoint) if tls else endpoint
         self._sending: set[Deferred[None]] = set()
+        _sender_factory_class()  # Twisted's SMTP client, loaded now
 
     def send(self, summary: dict[str, Any]) -> Deferred[None]:
         """
