@@ -161,7 +161,12 @@ def _submitted_part(task: Any) -> Any:
 
 
 def summary(task: Any) -> str:
-    """A task's subject, or the first non-empty line of its text."""
+    """
+    A task's subject, or the first non-empty line of its text, or that its
+    content was purged.
+    """
+    if dig(task, "metadata", "purgedAt") is not None:
+        return "(content purged)"
     part = _submitted_part(task)
     subject = dig(part, "data", "subject")
     if isinstance(subject, str):
@@ -202,12 +207,17 @@ def violations(error: RPCError) -> str:
 # The review commands' lines.
 
 
-def list_table(tasks: list[Any], columns: int) -> list[str]:
-    """The lines of C{review list}'s table, fitted to C{columns}."""
+def list_table(tasks: list[Any], columns: int, id_width: int | None = None) -> list[str]:
+    """
+    The lines of C{review list}'s table, fitted to C{columns}.
+
+    @param id_width: Show this many characters of each id (a unique
+        prefix the other commands take), or whole ids (L{None}).
+    """
     header = ["ID", "STATE", "RECEIVED", "DOOR", "KIND", "SUBJECT"]
     rows = [
         [
-            inert(dig(t, "id")),
+            inert(dig(t, "id"))[:id_width],
             state_word(dig(t, "status", "state")),
             when(dig(t, "metadata", "receipt", "receivedAt")),
             truncate(inert(dig(t, "metadata", "door")), 12),
@@ -278,6 +288,9 @@ def show_lines(task: Any) -> list[str]:
         body = dig(part, "text")
     elif part is not None:
         fields.append(("message", "(a part this command does not show; see --json)"))
+    purged = dig(task, "metadata", "purgedAt")
+    if purged is not None:
+        fields.append(("content", f"purged {when(purged)} (receipt, times and state kept)"))
     label_width = max(len(label) for label, _ in fields) + 2
     lines = [pad(f"{label}:" if label else "", label_width) + value for label, value in fields]
     if body is not None:

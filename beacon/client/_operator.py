@@ -393,6 +393,93 @@ class OperatorClient:
             params["note"] = note
         return self._call("beacon.review.Decide", params, REVIEW_EXTENSION, check=_is_task)
 
+    def review_list(
+        self,
+        *,
+        sort: str | None = None,
+        status: str | None = None,
+        door: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        search: str | None = None,
+        id_prefix: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        history_length: int | None = None,
+        include_total: bool | None = None,
+    ) -> Deferred[dict[str, Any]]:
+        """
+        C{beacon.review.List}: one page of submissions, newest first by
+        C{sort} (C{"received"}, the server's default, or C{"updated"}),
+        the filters combined.
+
+        @param status: Only tasks in this TaskState (C{TASK_STATE_*}).
+        @param door: Only submissions received through this door.
+        @param since: Only submissions received at or after this RFC 3339
+            time.
+        @param until: Only submissions received before this RFC 3339 time.
+        @param search: Only submissions holding every word of this.
+        @param id_prefix: Only submissions whose id starts with this (at
+            least 6 characters).
+        @param page_size: 1 to 100 (the server's default is 50).
+        @param page_token: The previous page's C{nextPageToken} (same sort).
+        @param history_length: 0 leaves each task's message out.
+        @param include_total: False spares the server counting.
+        @return: C{tasks}, C{nextPageToken} (empty on the last page),
+            C{pageSize} and, unless C{include_total} is false,
+            C{totalSize}.
+        """
+        params: dict[str, Any] = {}
+        for name, value in (
+            ("sort", sort),
+            ("status", status),
+            ("door", door),
+            ("since", since),
+            ("until", until),
+            ("search", search),
+            ("idPrefix", id_prefix),
+            ("pageSize", page_size),
+            ("pageToken", page_token),
+            ("historyLength", history_length),
+            ("includeTotal", include_total),
+        ):
+            if value is not None:
+                params[name] = value
+        return self._call("beacon.review.List", params, REVIEW_EXTENSION, check=_is_page)
+
+    def decide_many(
+        self, task_ids: list[str], decision: str, note: str | None = None
+    ) -> Deferred[dict[str, Any]]:
+        """
+        C{beacon.review.DecideMany}: accept or reject up to 1,000
+        submissions with one note, each decision final.
+
+        @return: C{decided} (ids), C{alreadyDecided} (C{{id, state}}),
+            C{notFound} and C{failed} (ids).
+        @raise ValueError: Another C{decision}.
+        """
+        if decision not in ("accept", "reject"):
+            raise ValueError('decision must be "accept" or "reject"')
+        params: dict[str, Any] = {"ids": list(task_ids), "decision": decision}
+        if note is not None:
+            params["note"] = note
+        return self._call(
+            "beacon.review.DecideMany", params, REVIEW_EXTENSION, check=_is_bulk
+        )
+
+    def purge(self, decided_before: str, *, dry_run: bool = False) -> Deferred[dict[str, Any]]:
+        """
+        C{beacon.review.Purge}: erase the content of every submission
+        decided before C{decided_before} (RFC 3339), or with C{dry_run}
+        count them.
+
+        @return: C{{"purged": N, "dryRun": bool}}.
+        """
+        params = {"decidedBefore": decided_before, "dryRun": dry_run}
+        return self._call(
+            "beacon.review.Purge", params, REVIEW_EXTENSION, check=_is_purge
+        )
+
     def card(self) -> Deferred[dict[str, Any]]:
         """The operator card (C{GET /.well-known/agent-card.json})."""
 
@@ -521,3 +608,18 @@ def _is_task(result: Any) -> bool:
 
 def _is_page(result: Any) -> bool:
     return isinstance(result, dict) and isinstance(result.get("tasks"), list)
+
+
+def _is_bulk(result: Any) -> bool:
+    return isinstance(result, dict) and all(
+        isinstance(result.get(key), list)
+        for key in ("decided", "alreadyDecided", "notFound", "failed")
+    )
+
+
+def _is_purge(result: Any) -> bool:
+    return (
+        isinstance(result, dict)
+        and isinstance(result.get("purged"), int)
+        and not isinstance(result.get("purged"), bool)
+    )

@@ -11,6 +11,11 @@ appended; changes stream live.
     terminal state;
   - the review extension (L{REVIEW_EXTENSION}): C{beacon.review.Decide}
     appends a decision (accept or reject, with an optional note);
+    C{beacon.review.List} finds submissions (sorted by receipt or status
+    time; filtered by state, door, time of receipt, full-text search and
+    id prefix); C{beacon.review.DecideMany} decides many at once, each
+    decision still its own; C{beacon.review.Purge} erases the content of
+    decided submissions, the one change to stored data, made by a person;
   - the inbox-events extension (L{INBOX_EVENTS_EXTENSION}):
     C{beacon.inbox.Follow} streams new submissions and decisions as they
     are committed.
@@ -26,9 +31,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -46,6 +53,7 @@ from beacon.protocol import (
     Method,
     ParamsReader,
     STATE_UNSPECIFIED,
+    TASK_STATES,
     TERMINAL_STATES,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -55,11 +63,15 @@ from beacon.protocol import (
 )
 from beacon.protocol import types
 from beacon.store import (
+    MIN_ID_PREFIX,
+    SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     AlreadyDecided,
     ISubmissionStore,
     StoredTask,
+    StoreError,
     StoreEvent,
 )
 
@@ -73,7 +85,21 @@ DECISIONS = {"accept": STATE_COMPLETED, "reject": STATE_REJECTED}
 MAX_NOTE_LENGTH = 4000
 
 DEFAULT_PAGE_SIZE = 50
+#: The largest page C{ListTasks} and C{beacon.review.List} serve.
+MAX_PAGE_SIZE = 100
+#: The most ids one C{beacon.review.DecideMany} takes.
+MAX_BULK_IDS = 1000
+#: The longest C{search} accepted, in characters.
+MAX_SEARCH_LENGTH = 1000
+#: The longest C{door} filter accepted, in characters.
+MAX_DOOR_LENGTH = 64
 _TOKEN = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
+#: An id prefix: receipt ids are lower-case base32hex digits.
+_ID_PREFIX = re.compile(r"\A[0-9a-v]+\Z")
+#: A search must hold at least one word (what full-text search matches).
+_WORD = re.compile(r"\w", re.UNICODE)
+#: A door filter: a binding name as C{CallContext.binding} spells it.
+_DOOR = re.compile(r"\A[a-z0-9][a-z0-9+._-]*\Z")
 
 
 def _decide_request(reader: ParamsReader) -> tuple[str, str, str | None]:
@@ -89,10 +115,111 @@ def _follow_request(reader: ParamsReader) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class ReviewListRequest:
+    """
+    The params of C{beacon.review.List}; see L{EXTENSION_DECLARATIONS}.
+    """
+
+    sort: str
+    state: str | None
+    door: str | None
+    since_ms: int | None
+    until_ms: int | None
+    search: str | None
+    id_prefix: str | None
+    page_size: int
+    page_token: str
+    history_length: int | None
+    include_total: bool
+
+
+def _epoch_ms(when: datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp() * 1000)
+
+
+def _list_request(reader: ParamsReader) -> ReviewListRequest:
+    sort = reader.string("sort") or SORT_RECEIVED
+    if sort not in (SORT_RECEIVED, SORT_UPDATED):
+        reader._fail("sort", f'must be "{SORT_RECEIVED}" or "{SORT_UPDATED}"')
+    status = reader.enum("status", TASK_STATES)
+    door = reader.string("door", limit=MAX_DOOR_LENGTH) or None
+    if door is not None and not _DOOR.match(door):
+        reader._fail("door", "is not a door name")
+    since = reader.timestamp("since")
+    until = reader.timestamp("until")
+    if since is not None and until is not None and until <= since:
+        reader._fail("until", "must be later than since")
+    search: str | None = None
+    if reader.raw("search") is not None:
+        search = reader.string("search", limit=MAX_SEARCH_LENGTH)
+        if not _WORD.search(search):
+            reader._fail("search", "must hold at least one word")
+    id_prefix = reader.string("idPrefix", limit=types.MAX_ID_LENGTH) or None
+    if id_prefix is not None and (
+        len(id_prefix) < MIN_ID_PREFIX or not _ID_PREFIX.match(id_prefix)
+    ):
+        reader._fail(
+            "idPrefix",
+            f"must be at least {MIN_ID_PREFIX} lower-case id characters (0-9, a-v)",
+        )
+    page_size = reader.int32("pageSize")
+    if page_size is not None and not (1 <= page_size <= MAX_PAGE_SIZE):
+        reader._fail("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+    include_total = reader.boolean("includeTotal")
+    return ReviewListRequest(
+        sort=sort,
+        state=None if status == STATE_UNSPECIFIED else status,
+        door=door,
+        since_ms=_epoch_ms(since),
+        until_ms=_epoch_ms(until),
+        search=search,
+        id_prefix=id_prefix,
+        page_size=page_size or DEFAULT_PAGE_SIZE,
+        page_token=reader.string("pageToken", limit=1024),
+        history_length=reader.int32("historyLength", minimum=0),
+        include_total=True if include_total is None else include_total,
+    )
+
+
+def _decide_many_request(reader: ParamsReader) -> tuple[tuple[str, ...], str, str | None]:
+    ids = reader.strings("ids")
+    if not ids:
+        if reader.raw("ids") is None or ids == ():
+            reader._fail("ids", "is required and must not be empty")
+    elif len(ids) > MAX_BULK_IDS:
+        reader._fail("ids", f"must hold at most {MAX_BULK_IDS} ids")
+    elif any(not i or len(i) > types.MAX_ID_LENGTH or "\x00" in i for i in ids):
+        reader._fail("ids", f"must be ids of 1 to {types.MAX_ID_LENGTH} characters")
+    decision = reader.string("decision", required=True)
+    if decision and decision not in DECISIONS:
+        reader._fail("decision", 'must be "accept" or "reject"')
+    note = reader.string("note", limit=MAX_NOTE_LENGTH) or None
+    # Each id once, in the order given.
+    return tuple(dict.fromkeys(ids)), decision, note
+
+
+def _purge_request(reader: ParamsReader) -> tuple[int, bool]:
+    before = reader.timestamp("decidedBefore")
+    if before is None and reader.raw("decidedBefore") is None:
+        reader._fail("decidedBefore", "is required")
+    dry_run = reader.boolean("dryRun")
+    return _epoch_ms(before) or 0, bool(dry_run)
+
+
 #: The operator policy's extension methods.
 EXTENSION_METHODS = {
     "beacon.review.Decide": ExtensionMethod(
         REVIEW_EXTENSION, Method(params_parser(_decide_request), "decide")
+    ),
+    "beacon.review.List": ExtensionMethod(
+        REVIEW_EXTENSION, Method(params_parser(_list_request), "review_list")
+    ),
+    "beacon.review.DecideMany": ExtensionMethod(
+        REVIEW_EXTENSION, Method(params_parser(_decide_many_request), "decide_many")
+    ),
+    "beacon.review.Purge": ExtensionMethod(
+        REVIEW_EXTENSION, Method(params_parser(_purge_request), "purge")
     ),
     "beacon.inbox.Follow": ExtensionMethod(
         INBOX_EVENTS_EXTENSION,
@@ -124,6 +251,40 @@ def decode_page_token(token: str) -> tuple[int, int]:
         return int(updated), int(seq)
     except ValueError:
         raise bad from None
+
+
+def encode_list_token(sort: str, after: tuple[int, int]) -> str:
+    """
+    An opaque C{beacon.review.List} page token for the keyset position
+    C{after} in order C{sort} (a token is only good for the order it came
+    from).
+    """
+    raw = f"{sort[0]}{after[0]}.{after[1]}".encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_list_token(sort: str, token: str) -> tuple[int, int]:
+    """
+    Read a C{beacon.review.List} page token made for order C{sort}.
+
+    @raise InvalidParamsError: It is not one of ours, or was made for the
+        other order.
+    """
+    bad = InvalidParamsError(
+        field_violations=[("pageToken", "is not a valid page token for this sort")]
+    )
+    if not _TOKEN.match(token):
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except ValueError:
+        raise bad from None
+    if not raw.startswith(sort[0]):
+        raise bad
+    key, _, seq = raw[1:].partition(".")
+    if not (key.isdigit() and seq.isdigit()):
+        raise bad
+    return int(key), int(seq)
 
 
 def submitted_message(task: StoredTask) -> dict[str, Any]:
@@ -169,20 +330,27 @@ def full_task(task: StoredTask, history_length: int | None = None) -> dict[str, 
 
     @param history_length: As A2A's historyLength: None for all (the one
         submitted message), 0 for none.
+
+    A purged task has no history (its content is gone); its metadata says
+    when it was purged (C{purgedAt}).
     """
     submission = task.submission
+    metadata: dict[str, Any] = {
+        "receipt": receipt_of(submission),
+        "door": submission.door,
+        "source": submission.source,
+        "kind": submission.kind,
+        "size": len(submission.content),
+    }
     result: dict[str, Any] = {
         "id": submission.id,
         "contextId": submission.context_id,
         "status": task_status(task),
-        "metadata": {
-            "receipt": receipt_of(submission),
-            "door": submission.door,
-            "source": submission.source,
-            "kind": submission.kind,
-        },
+        "metadata": metadata,
     }
-    if history_length is None or history_length > 0:
+    if task.purged_at_ms is not None:
+        metadata["purgedAt"] = format_timestamp(task.purged_at_ms)
+    elif history_length is None or history_length > 0:
         result["history"] = [submitted_message(task)]
     return result
 
@@ -299,6 +467,126 @@ class OperatorPolicy(NoPushNoExtendedCard):
         return full_task(task)
 
     @inlineCallbacks
+    def review_list(self, context: CallContext, request: ReviewListRequest) -> Any:
+        """
+        Find submissions: C{beacon.review.List}, newest first by receipt
+        (or status) time, with every filter of L{ReviewListRequest}.
+        """
+        after = (
+            decode_list_token(request.sort, request.page_token)
+            if request.page_token
+            else None
+        )
+        page = yield self._store.list_tasks(
+            limit=request.page_size,
+            state=request.state,
+            after=after,
+            sort=request.sort,
+            door=request.door,
+            received_since_ms=request.since_ms,
+            received_until_ms=request.until_ms,
+            search=request.search,
+            id_prefix=request.id_prefix,
+            with_total=request.include_total,
+        )
+        answer: dict[str, Any] = {
+            "tasks": [full_task(t, request.history_length) for t in page.tasks],
+            "nextPageToken": (
+                encode_list_token(request.sort, page.next_after)
+                if page.next_after
+                else ""
+            ),
+            "pageSize": request.page_size,
+        }
+        if page.total is not None:
+            answer["totalSize"] = page.total
+        return answer
+
+    @inlineCallbacks
+    def decide_many(
+        self, context: CallContext, request: tuple[tuple[str, ...], str, str | None]
+    ) -> Any:
+        """
+        Decide every submission of C{ids} the same way, with one note:
+        C{beacon.review.DecideMany}. Each decision is its own, final and
+        appended (and logged as C{review.decided}); they share the store's
+        group commits. The answer says which were decided, which already
+        had a decision (and which), which ids name nothing, and which could
+        not be stored.
+        """
+        ids, decision, note = request
+        now = int(self._clock.seconds() * 1000)
+        state = DECISIONS[decision]
+        outcomes = yield gatherResults(
+            [
+                self._store.decide(task_id, state, now, note).addCallbacks(
+                    lambda task: ("decided" if task is not None else "notFound", task),
+                    lambda reason: (self._bulk_failure(reason), None),
+                )
+                for task_id in ids
+            ]
+        )
+        decided: list[str] = []
+        already: list[str] = []
+        not_found: list[str] = []
+        failed: list[str] = []
+        for task_id, (outcome, _) in zip(ids, outcomes):
+            if outcome == "decided":
+                decided.append(task_id)
+                self.log.info(
+                    "review.decided: {task_id} {decision} by {operator}",
+                    task_id=task_id,
+                    decision=decision,
+                    operator=context.source,
+                )
+            else:
+                {"already": already, "notFound": not_found, "failed": failed}[
+                    outcome
+                ].append(task_id)
+        states = yield gatherResults([self._store.status(i) for i in already])
+        return {
+            "decision": decision,
+            "decided": decided,
+            "alreadyDecided": [
+                {"id": task_id, "state": record.state if record else STATE_UNSPECIFIED}
+                for task_id, record in zip(already, states)
+            ],
+            "notFound": not_found,
+            "failed": failed,
+        }
+
+    def _bulk_failure(self, reason: Failure) -> str:
+        """
+        What a failed decision of a C{DecideMany} was: already decided, or
+        not stored (logged).
+        """
+        if reason.check(AlreadyDecided):
+            return "already"
+        if not reason.check(StoreError):
+            self.log.failure("review.decide_failed", reason)
+        return "failed"
+
+    @inlineCallbacks
+    def purge(self, context: CallContext, request: tuple[int, bool]) -> Any:
+        """
+        Erase the content of every submission decided before the given
+        time: C{beacon.review.Purge}. Logged as C{review.purged}, with the
+        count only.
+        """
+        decided_before_ms, dry_run = request
+        now = int(self._clock.seconds() * 1000)
+        count = yield self._store.purge(decided_before_ms, now, dry_run=dry_run)
+        if not dry_run:
+            self.log.info(
+                "review.purged: erased the content of {count} decided"
+                " submissions (decided before {before}) by {operator}",
+                count=count,
+                before=format_timestamp(decided_before_ms),
+                operator=context.source,
+            )
+        return {"purged": count, "dryRun": dry_run}
+
+    @inlineCallbacks
     def subscribe_to_task(
         self, context: CallContext, request: types.SubscribeToTaskRequest
     ) -> Any:
@@ -403,7 +691,18 @@ EXTENSION_DECLARATIONS: list[dict[str, Any]] = [
             "Review decisions. Method beacon.review.Decide, params {id, "
             'decision: "accept" | "reject", note?}: appends a final decision '
             "and answers the Task (TASK_STATE_COMPLETED or TASK_STATE_REJECTED, "
-            "the note as its status message). Submitters see the state only."
+            "the note as its status message). Submitters see the state only. "
+            "Method beacon.review.List, params {sort?: \"received\" (default) | "
+            "\"updated\", status?, door?, since?, until? (RFC 3339), search? "
+            "(full-text: every word), idPrefix? (6+ characters), pageSize? "
+            "(1-100), pageToken?, historyLength?, includeTotal? (default true)}: "
+            "a page of Tasks, newest first, {tasks, nextPageToken, pageSize, "
+            "totalSize?}. Method beacon.review.DecideMany, params {ids (up to "
+            "1000), decision, note?}: decides each, answers {decided, "
+            "alreadyDecided: [{id, state}], notFound, failed}. Method "
+            "beacon.review.Purge, params {decidedBefore (RFC 3339), dryRun?}: "
+            "erases the content and note of submissions decided before then, "
+            "keeping receipt, times and state; answers {purged, dryRun}."
         ),
         "required": False,
     },
