@@ -1145,12 +1145,13 @@ async def test_purge_tells_no_listener(store: Store) -> None:
     """
     A purge makes no store event.
     """
-    appended = await decided_tasks(store)
     heard = Heard(store)
+    await decided_tasks(store)
+    await heard.count(7)
     assert await store.purge(DECIDED_AT + 1000, DECIDED_AT + 1) == 3
     await store.append(submission(9))
-    assert await heard.count(1) == [StoreEvent("submitted", submission(9).id)]
-    assert appended
+    events = await heard.count(8)
+    assert events[7:] == [StoreEvent("submitted", submission(9).id)]
 
 
 # Notification cursors.
@@ -1622,7 +1623,7 @@ async def test_restart_keeps_data(db: Path) -> None:
         ).fetchone()
     finally:
         connection.close()
-    assert rows == [(SCHEMA_VERSION,)]
+    assert rows == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
     assert content == (stored[3].content, stored[3].sha256)
 
 
@@ -1720,26 +1721,136 @@ async def test_batch_failure_stores_nothing(sqlite_store: SQLiteStore) -> None:
 @pytest_twisted.ensureDeferred
 async def test_append_only_triggers(sqlite_store: SQLiteStore, db: Path) -> None:
     """
-    The database itself refuses UPDATE and DELETE on submissions and events.
+    The database itself refuses UPDATE and DELETE on submissions, events
+    and purges, but for the one change a purge makes: a decided submission
+    with a purges row may have its content emptied and its decision's note
+    forgotten, and nothing else.
     """
-    stored = submission(1)
+    stored, undecided = submission(1), submission(2)
     await sqlite_store.append(stored)
-    await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
+    await sqlite_store.append(undecided)
+    await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "a note")
     connection = raw(db)
     try:
-        for statement in (
+        refused = (
             "UPDATE submissions SET content = x'00'",
+            "UPDATE submissions SET content = x''",
             "DELETE FROM submissions",
             "UPDATE events SET state = 'TASK_STATE_SUBMITTED'",
+            "UPDATE events SET note = NULL",
             "DELETE FROM events",
-        ):
+        )
+        for statement in refused:
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
                 connection.execute(statement)
+        # A purges row, but no decision: still refused.
+        connection.execute(
+            "INSERT INTO purges (submission_id, at_ms) VALUES (?, ?)",
+            (undecided.id, DECIDED_AT + 1),
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute(
+                "UPDATE submissions SET content = x'' WHERE id = ?", (undecided.id,)
+            )
+        connection.execute(
+            "INSERT INTO purges (submission_id, at_ms) VALUES (?, ?)",
+            (stored.id, DECIDED_AT + 1),
+        )
+        for statement in (
+            "UPDATE submissions SET content = x'00' WHERE id = ?",
+            "UPDATE submissions SET content = '' WHERE id = ?",
+            "UPDATE submissions SET content = x'', door = 'x' WHERE id = ?",
+            "UPDATE submissions SET sha256 = 'x' WHERE id = ?",
+            "UPDATE submissions SET seq = 99 WHERE id = ?",
+            "DELETE FROM submissions WHERE id = ?",
+            "UPDATE events SET note = 'other' WHERE submission_id = ?",
+            "UPDATE events SET note = NULL, at_ms = 1 WHERE submission_id = ?",
+            "UPDATE purges SET at_ms = 1 WHERE submission_id = ?",
+            "DELETE FROM purges WHERE submission_id = ?",
+        ):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                connection.execute(statement, (stored.id,))
+        connection.execute("UPDATE submissions SET content = x'' WHERE id = ?", (stored.id,))
+        connection.execute("UPDATE events SET note = NULL WHERE submission_id = ?", (stored.id,))
     finally:
         connection.close()
-    status = await sqlite_store.status(stored.id)
-    assert status is not None
-    assert status.state == STATE_COMPLETED
+    task = await sqlite_store.get(stored.id)
+    assert task is not None
+    assert (task.state, task.submission.content, task.note, task.purged_at_ms) == (
+        STATE_COMPLETED,
+        b"",
+        None,
+        DECIDED_AT + 1,
+    )
+    untouched = await sqlite_store.get(undecided.id)
+    assert untouched is not None
+    assert (untouched.submission, untouched.state) == (undecided, STATE_SUBMITTED)
+
+
+# SQLite: purging leaves nothing in the files.
+
+
+def file_bytes(db: Path) -> bytes:
+    """
+    The database file and its WAL, as they are on disk.
+    """
+    wal = db.with_name(db.name + "-wal")
+    return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge_erases_from_the_files(db: Path) -> None:
+    """
+    After a purge, no byte of the purged content (a short text, a long
+    structured message spilling onto overflow pages, a note) is left in
+    the database file or its WAL, even after many batches let the
+    full-text index merge its segments; the content of submissions not
+    purged is still there.
+    """
+    store = open_store(db)
+    try:
+        long_body = " ".join(f"zqxpurgedlong{n:05d}" for n in range(2000))
+        doomed = [
+            submission(0, content=text("the word zqxpurgedshort is here")),
+            submission(1, content=structured("Zqxpurgedname", "Zqxpurgedsubject", long_body)),
+        ]
+        kept = submission(2, content=text("the word zqxkeptword stays"))
+        for s in [*doomed, kept]:
+            await store.append(s)
+        # Many one-submission batches: the full-text index writes a segment
+        # per transaction and merges them as they pile up.
+        for n in range(3, 120):
+            await store.append(submission(n, content=text(f"filler zqxpurgedshort {n}")))
+        for s in doomed:
+            await store.decide(s.id, STATE_REJECTED, DECIDED_AT, "zqxpurgednote")
+        for n in range(3, 120):
+            await store.decide(submission(n).id, STATE_REJECTED, DECIDED_AT, None)
+        before = file_bytes(db)
+        for word in (b"zqxpurgedshort", b"zqxpurgedlong01999", b"Zqxpurgedname", b"zqxpurgednote"):
+            assert word in before
+        assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 119
+        after = file_bytes(db)
+        for word in (b"zqxpurged", b"Zqxpurged", b"filler"):
+            assert word not in after
+        assert b"zqxkeptword" in after
+        assert not db.with_name(db.name + "-wal").exists() or db.with_name(
+            db.name + "-wal"
+        ).stat().st_size == 0
+        page = await store.list_tasks(limit=5, search="zqxkeptword")
+        assert ids(page.tasks) == [kept.id]
+        assert (await store.list_tasks(limit=5, search="zqxpurgedshort")).total == 0
+        # The store keeps working, and its index stays sound.
+        await store.append(submission(200, content=text("zqxpurgedshort again")))
+        assert (await store.list_tasks(limit=5, search="zqxpurgedshort")).total == 1
+    finally:
+        await store.stopService()
+    connection = raw(db)
+    try:
+        connection.execute(
+            "INSERT INTO submissions_fts (submissions_fts, rank) VALUES ('integrity-check', 1)"
+        )
+    finally:
+        connection.close()
 
 
 # SQLite: decisions.
@@ -1967,6 +2078,139 @@ async def test_reads_see_many_tasks(sqlite_store: SQLiteStore) -> None:
     assert len(pages) == 6
     got = await gatherResults([sqlite_store.get(s.id) for s in appended[::37]])
     assert [task and task.submission for task in got] == appended[::37]
+
+
+# SQLite: migration 2 and the query plans.
+
+
+def version_1_database(path: Path, appended: list[Submission]) -> None:
+    """
+    A database as a Beacon of schema version 1 left it: migration 1 only,
+    C{appended} stored, the first one decided with a note.
+    """
+    from beacon.store._sqlite import MIGRATIONS, connect
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = connect(str(path), query_only=False)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(
+            "CREATE TABLE beacon_schema ("
+            "version INTEGER NOT NULL, applied_at_ms INTEGER NOT NULL)"
+        )
+        for statement in MIGRATIONS[0]:
+            connection.execute(statement)
+        connection.execute("INSERT INTO beacon_schema VALUES (1, 0)")
+        for s in appended:
+            connection.execute(
+                "INSERT INTO submissions (id, context_id, received_at_ms, door,"
+                " source, kind, message_id, content, sha256)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
+                 s.message_id, s.content, s.sha256),
+            )
+        connection.execute(
+            "INSERT INTO events (submission_id, state, at_ms, note) VALUES (?, ?, ?, ?)",
+            (appended[0].id, STATE_REJECTED, DECIDED_AT, "old note"),
+        )
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_upgrade_from_version_1(db: Path) -> None:
+    """
+    A version 1 database with data is migrated at start-up: the rows
+    stored before are searchable, listed in the received order, purgeable
+    (and then unsearchable), and the new guards hold.
+    """
+    appended = [
+        submission(0, content=text("an old oldword submission"), received_at_ms=T0 + 5),
+        submission(1, content=structured("Old Sender", "Oldsubject", "old body"), received_at_ms=T0 + 9),
+        submission(2, content=b"not json at all oldword", received_at_ms=T0 + 1),
+        submission(3, content=bytes(range(256)), received_at_ms=T0 + 7),
+    ]
+    version_1_database(db, appended)
+    store = open_store(db)
+    try:
+        a = [s.id for s in appended]
+        page = await store.list_tasks(limit=10, search="oldword")
+        assert ids(page.tasks) == [a[0]]
+        assert ids((await store.list_tasks(limit=10, search="sender oldsubject")).tasks) == [a[1]]
+        received = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+        assert ids(received.tasks) == [a[1], a[3], a[0], a[2]]
+        assert [t.submission for t in received.tasks] == [appended[i] for i in (1, 3, 0, 2)]
+        await store.append(submission(4, content=text("a new oldword")))
+        assert (await store.list_tasks(limit=10, search="oldword")).total == 2
+        assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 1
+        task = await store.get(a[0])
+        assert task is not None
+        assert (task.submission.content, task.note, task.purged_at_ms) == (b"", None, DECIDED_AT + 2)
+        assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [submission(4).id]
+    finally:
+        await store.stopService()
+    connection = raw(db)
+    try:
+        assert connection.execute("SELECT version FROM beacon_schema ORDER BY version").fetchall() == [
+            (1,),
+            (SCHEMA_VERSION,),
+        ]
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("UPDATE submissions SET content = x'' WHERE id = ?", (a[1],))
+    finally:
+        connection.close()
+
+
+def query_plan(db: Path, query: str, params: list[object]) -> str:
+    """
+    SQLite's EXPLAIN QUERY PLAN of C{query}, one step a line.
+    """
+    connection = raw(db)
+    try:
+        rows = connection.execute(f"EXPLAIN QUERY PLAN {query}", params).fetchall()
+    finally:
+        connection.close()
+    return "\n".join(row[-1] for row in rows)
+
+
+@pytest_twisted.ensureDeferred
+async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) -> None:
+    """
+    The received order walks its index (no sorting), from the cursor on,
+    also under a search; an id prefix looks ids up in their unique index;
+    a search asks the full-text index.
+    """
+    from beacon.store._sql import PageRequest
+    from beacon.store._sqlite import DIALECT
+
+    await sqlite_store.append(submission(1))
+    plans = {}
+    for name, request in {
+        "first": PageRequest(limit=50, sort=SORT_RECEIVED),
+        "after": PageRequest(limit=50, sort=SORT_RECEIVED, after=(T0, 5)),
+        "filtered": PageRequest(
+            limit=50, sort=SORT_RECEIVED, state=STATE_SUBMITTED, door="native"
+        ),
+    }.items():
+        plans[name] = query_plan(db, *DIALECT.page_query(request))
+    for name, plan in plans.items():
+        assert "submissions_by_received" in plan, (name, plan)
+        assert "TEMP B-TREE" not in plan, (name, plan)
+    assert "received_at_ms<?" in plans["after"], plans["after"]
+    prefix = PageRequest(limit=50, sort=SORT_RECEIVED, id_prefix="0ab1c2")
+    for query in (DIALECT.page_query(prefix), DIALECT.count_query(prefix)):
+        assert "sqlite_autoindex_submissions_1 (id>? AND id<?)" in query_plan(db, *query)
+    # A search in the received order walks the index too (stopping at the
+    # page's end), testing each row against the search's rowids; its count
+    # starts from them.
+    search = PageRequest(limit=50, sort=SORT_RECEIVED, search='"word"')
+    plan = query_plan(db, *DIALECT.page_query(search))
+    assert "SCAN s USING INDEX submissions_by_received" in plan, plan
+    assert "VIRTUAL TABLE INDEX" in plan and "TEMP B-TREE" not in plan, plan
+    plan = query_plan(db, *DIALECT.count_query(search))
+    assert "INTEGER PRIMARY KEY" in plan and "VIRTUAL TABLE INDEX" in plan, plan
 
 
 # SQLite: start-up.

@@ -77,6 +77,9 @@ from beacon.store._postgres_schema import (
 
 reactor = IReactorFromThreads(_reactor)
 
+#: What beacon_schema holds once every migration is applied.
+ALL_VERSIONS = [(version,) for version in range(1, SCHEMA_VERSION + 1)]
+
 _T = TypeVar("_T")
 
 #: How long a test polls for something another thread or process does (a
@@ -129,14 +132,18 @@ async def stores(pg_url: str) -> AsyncIterator[Callable[..., PostgreSQLStore]]:
 
 
 def columns_sqlite(path: Path) -> dict[str, list[tuple[str, bool]]]:
-    """Every table's (column, not null) in order, in a SQLite database."""
+    """
+    Every table's (column, not null) in order, in a SQLite database, but
+    for the full-text index (SQLite's is a table, PostgreSQL's an index).
+    """
     connection = sqlite3.connect(str(path))
     try:
         tables = [
             name
             for (name,) in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'sqlite_%'"
+                " AND name NOT LIKE 'sqlite_%' AND name NOT LIKE ?",
+                (f"{_sqlite.SEARCH_TABLE}%",),
             )
         ]
         return {
@@ -178,8 +185,26 @@ def test_schema_matches_sqlite(
     for table, column, not_null in rows:
         pg_tables.setdefault(table, []).append((column, bool(not_null)))
     assert pg_tables == columns_sqlite(db)
+    assert {"purges", "notify_cursors"} <= set(pg_tables)
     names = {name for (name,) in indexes}
-    assert {"events_one_decision", "submissions_by_context"} <= names
+    assert {
+        "events_one_decision",
+        "submissions_by_context",
+        "submissions_by_received",
+        "submissions_by_id_prefix",
+        "submissions_search",
+    } <= names
+    sqlite_connection = sqlite3.connect(str(db))
+    try:
+        sqlite_indexes = {
+            name
+            for (name,) in sqlite_connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index'"
+            )
+        }
+    finally:
+        sqlite_connection.close()
+    assert {"events_one_decision", "submissions_by_context", "submissions_by_received"} <= sqlite_indexes
 
 
 @pytest_twisted.ensureDeferred
@@ -187,27 +212,70 @@ async def test_append_only_in_the_database(
     stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
 ) -> None:
     """
-    The database itself refuses UPDATE, DELETE and TRUNCATE on submissions
-    and events, even when no row matches.
+    The database itself refuses DELETE and TRUNCATE on submissions, events
+    and purges, even when no row matches, and every UPDATE of a row but
+    the one a purge makes: a decided submission with a purges row may have
+    its content emptied and its decision's note forgotten, and nothing
+    else.
     """
     store = stores()
-    stored = submission(1)
+    stored, undecided = submission(1), submission(2)
     await store.append(stored)
-    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, None)
+    await store.append(undecided)
+    await store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "a note")
     with postgresql.connect(pg_schema[0]) as connection:
         for statement in (
             "UPDATE submissions SET content = '\\x00'",
-            "UPDATE submissions SET door = 'x' WHERE id = 'none'",
+            "UPDATE submissions SET content = ''",
             "DELETE FROM submissions",
+            "DELETE FROM submissions WHERE id = 'none'",
             "TRUNCATE submissions CASCADE",
             "UPDATE events SET state = 'TASK_STATE_SUBMITTED'",
+            "UPDATE events SET note = NULL",
             "DELETE FROM events WHERE submission_id = 'none'",
             "TRUNCATE events",
+            "DELETE FROM purges WHERE submission_id = 'none'",
+            "TRUNCATE purges",
         ):
             with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
                 connection.execute(statement)
+        # A purges row, but no decision: still refused.
+        connection.execute(
+            "INSERT INTO purges (submission_id, at_ms) VALUES (%s, %s)",
+            (undecided.id, DECIDED_AT + 1),
+        )
+        with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
+            connection.execute(
+                "UPDATE submissions SET content = '' WHERE id = %s", (undecided.id,)
+            )
+        connection.execute(
+            "INSERT INTO purges (submission_id, at_ms) VALUES (%s, %s)",
+            (stored.id, DECIDED_AT + 1),
+        )
+        for statement in (
+            "UPDATE submissions SET content = '\\x00' WHERE id = %s",
+            "UPDATE submissions SET content = '', door = 'x' WHERE id = %s",
+            "UPDATE submissions SET sha256 = 'x' WHERE id = %s",
+            "UPDATE submissions SET seq = 99 WHERE id = %s",
+            "UPDATE events SET note = 'other' WHERE submission_id = %s",
+            "UPDATE events SET note = NULL, at_ms = 1 WHERE submission_id = %s",
+            "UPDATE purges SET at_ms = 1 WHERE submission_id = %s",
+            "DELETE FROM purges WHERE submission_id = %s",
+        ):
+            with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
+                connection.execute(statement, (stored.id,))
+        connection.execute("UPDATE submissions SET content = '' WHERE id = %s", (stored.id,))
+        connection.execute("UPDATE events SET note = NULL WHERE submission_id = %s", (stored.id,))
     task = await store.get(stored.id)
-    assert task is not None and task.state == STATE_COMPLETED
+    assert task is not None
+    assert (task.state, task.submission.content, task.note, task.purged_at_ms) == (
+        STATE_COMPLETED,
+        b"",
+        None,
+        DECIDED_AT + 1,
+    )
+    untouched = await store.get(undecided.id)
+    assert untouched is not None and untouched.submission == undecided
 
 
 @pytest_twisted.ensureDeferred
@@ -258,7 +326,7 @@ async def test_restart_keeps_data(
         await second.decide(stored[0].id, STATE_REJECTED, DECIDED_AT + 1, None)
     with postgresql.connect(pg_schema[0]) as connection:
         versions = connection.execute("SELECT version FROM beacon_schema").fetchall()
-    assert versions == [(SCHEMA_VERSION,)]
+    assert versions == ALL_VERSIONS
 
 
 @pytest_twisted.ensureDeferred
@@ -315,7 +383,7 @@ async def test_migration_waits_for_the_advisory_lock(
         holder.execute("SELECT pg_advisory_unlock(%s, %s)", MIGRATION_LOCK)
         assert await migrating == (0, SCHEMA_VERSION)
         versions = holder.execute("SELECT version FROM beacon_schema").fetchall()
-    assert versions == [(SCHEMA_VERSION,)]
+    assert versions == ALL_VERSIONS
 
 
 @pytest_twisted.ensureDeferred
@@ -335,7 +403,7 @@ async def test_instances_starting_at_once(
     ] * 3
     with postgresql.connect(schema) as connection:
         versions = connection.execute("SELECT version FROM beacon_schema").fetchall()
-    assert versions == [(SCHEMA_VERSION,)]
+    assert versions == ALL_VERSIONS
 
 
 def test_unreachable_database_fails_start() -> None:
@@ -827,7 +895,9 @@ def test_upgrade_and_status_postgresql(pg_url: str) -> None:
     """
     shown = redact(pg_url)
     assert schema_status(pg_url).current == 0
-    assert status(pg_url).startswith(f"{shown}: schema version 0, 1 migration(s)")
+    assert status(pg_url).startswith(
+        f"{shown}: schema version 0, {SCHEMA_VERSION} migration(s)"
+    )
     assert schema_status(pg_url).current == 0
     assert upgrade(pg_url) == f"{shown}: schema version 0 -> {SCHEMA_VERSION}"
     assert upgrade(pg_url) == f"{shown}: schema version {SCHEMA_VERSION}, up to date"

@@ -17,10 +17,25 @@ the reactor thread.
     is the commit order. It notifies every instance of each write it stored
     (L{beacon.store._postgres_listen}). Every write is answered only after
     its batch committed.
+    Purges (which take L{WRITE_LOCK} too) and notification claims run on
+    the same thread, between batches.
   - C{pool_size} reader threads, each with its own connection.
   - One listening thread with its own connection (L{ListeningThread}), by
     which the store's listeners hear of every instance's committed writes,
     this one's included.
+
+Notification cursors (L{claim_notifications
+<beacon.store.ISubmissionStore.claim_notifications>}) are rows every
+instance shares. A claim locks its channel's row (C{SELECT ... FOR
+UPDATE}; a channel's first claim creates it with C{ON CONFLICT DO
+NOTHING}, which waits for a concurrent creator), so instances claiming at
+once take turns and each sees the lease the one before took. Reading
+"every submission after the cursor" never skips one that commits later:
+every write transaction draws its seqs while it holds L{WRITE_LOCK} and
+commits before the next one may draw, so once a seq is visible every
+lower one is committed or never will be. Each submission is therefore
+claimed once while leases are honoured, and again only after a holder's
+lease ran out before it finished.
 
 A connection found broken (the server restarted, the network failed) is
 closed and replaced on next use. A read meeting a broken connection that
@@ -66,14 +81,31 @@ from beacon.store._postgres_listen import (
     ListeningThread,
     notification_payload,
 )
-from beacon.store._postgres_schema import WRITE_LOCK, migrate
-from beacon.store._sql import Dialect, page_of, row_of, task_of
+from beacon.store._postgres_schema import SEARCH_VECTOR, WRITE_LOCK, migrate
+from beacon.store._sql import Dialect, PageRequest, page_of, row_of, task_of
 from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 _T = TypeVar("_T")
 
-#: PostgreSQL's spelling of the queries the backends share.
-DIALECT = Dialect(mark="%s", true="TRUE", subquery_alias=" AS keys", row_values=True)
+#: PostgreSQL's spelling of the queries the backends share. A search is the
+#: expression of the full-text index (L{beacon.store._postgres_schema}'s
+#: migration 2) against C{plainto_tsquery} of the search, in the C{simple}
+#: configuration (every word as written, lower-cased; no stemming); an id
+#: prefix is a C{LIKE}, which the C{text_pattern_ops} index on ids serves.
+DIALECT = Dialect(
+    mark="%s",
+    true="TRUE",
+    subquery_alias=" AS keys",
+    row_values=True,
+    search_condition=(
+        f"{SEARCH_VECTOR.format(content='s.content')}"
+        " @@ plainto_tsquery('simple', %s)"
+    ),
+    search_quotes_words=False,
+    prefix_condition="s.id LIKE %s",
+    prefix_wildcard="%",
+    for_update=" FOR UPDATE",
+)
 
 #: How long a write waits for another instance's write transaction
 #: (L{WRITE_LOCK}) before failing.
@@ -506,6 +538,114 @@ class PostgreSQLStore(ThreadedStore):
         assert task is not None
         return task_of(task), int(row[0])
 
+    # The writer thread, outside the batches.
+
+    def _on_writer(self, f: Callable[..., _T], *args: object) -> _T:
+        """
+        Run C{f} with the writer's connection in one transaction, committed
+        if it returns; if a connection that had been idle turns out broken
+        before anything was stored, once more on a new one.
+
+        @raises StoreError: If the transaction failed.
+        """
+        try:
+            for attempt in (1, 2):
+                connection, fresh = self._thread_connection("writer")
+                try:
+                    with connection.transaction():
+                        return f(connection, *args)
+                except psycopg.Error:
+                    if not broken(connection):
+                        raise
+                    self._discard(connection)
+                    if fresh or attempt == 2:
+                        raise
+        except psycopg.Error as e:
+            raise StoreError(f"could not write to {self.url}: {describe(e)}") from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _purge_now(self, decided_before_ms: int, at_ms: int, dry_run: bool) -> int:
+        """
+        Purge in one transaction holding L{WRITE_LOCK} (one instance's
+        writes at a time, as for every batch), then C{VACUUM} the two
+        tables, so that the space of the old row versions, which still
+        hold the erased content, is marked free for reuse. PostgreSQL
+        overwrites that space only as it reuses it (and its write-ahead
+        log keeps the old content until it is recycled): only C{VACUUM
+        FULL}, which rewrites the tables and their indexes, makes sure no
+        byte of it is left in the table files.
+
+        @raises StoreError: If the purge failed (then nothing was purged),
+            or the C{VACUUM} (then it was).
+        """
+        if dry_run:
+            return self._on_writer(self._count_purgeable, decided_before_ms)
+        count = self._on_writer(self._purge_rows, decided_before_ms, at_ms)
+        if count:
+            connection, _ = self._write_connection()
+            try:
+                connection.execute("VACUUM submissions, events")
+            except psycopg.Error as e:
+                if broken(connection):
+                    self._discard(connection)
+                raise StoreError(
+                    f"purged {count} submission(s) in {self.url}, but could not"
+                    f" vacuum: {describe(e)}"
+                ) from e
+        return count
+
+    def _write_connection(self) -> tuple[psycopg.Connection[Any], bool]:
+        """
+        The writer thread's connection.
+
+        @raises StoreError: If a new one cannot be opened.
+        """
+        try:
+            return self._thread_connection("writer")
+        except psycopg.Error as e:
+            raise StoreError(f"could not connect to {self.url}: {describe(e)}") from e
+
+    @staticmethod
+    def _count_purgeable(
+        connection: psycopg.Connection[Any], decided_before_ms: int
+    ) -> int:
+        """
+        How many submissions a purge with C{decided_before_ms} would purge.
+        """
+        row = connection.execute(DIALECT.count_purgeable, (decided_before_ms,)).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _purge_rows(
+        connection: psycopg.Connection[Any], decided_before_ms: int, at_ms: int
+    ) -> int:
+        """
+        Inside the open transaction, once L{WRITE_LOCK} is held: record
+        each purge (which lets the append-only guards allow the rest),
+        empty its content and forget its note.
+
+        @return: How many submissions were purged.
+        """
+        connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", WRITE_LOCK)
+        rows = connection.execute(DIALECT.purgeable, (decided_before_ms,)).fetchall()
+        if not rows:
+            return 0
+        purged = [id_ for _, id_ in rows]
+        connection.execute(
+            "INSERT INTO purges (submission_id, at_ms)"
+            " SELECT unnest(%s::text[]), %s",
+            (purged, at_ms),
+        )
+        connection.execute(
+            "UPDATE submissions SET content = '' WHERE id = ANY(%s)", (purged,)
+        )
+        connection.execute(
+            "UPDATE events SET note = NULL WHERE submission_id = ANY(%s)"
+            " AND note IS NOT NULL",
+            (purged,),
+        )
+        return len(purged)
+
     # The reader threads.
 
     def _on_reader(self, f: Callable[..., _T], *args: object) -> _T:
@@ -531,23 +671,19 @@ class PostgreSQLStore(ThreadedStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _select_page(
-        self,
-        connection: psycopg.Connection[Any],
-        limit: int,
-        state: str | None,
-        updated_after_ms: int | None,
-        context_id: str | None,
-        after: tuple[int, int] | None,
+        self, connection: psycopg.Connection[Any], request: PageRequest
     ) -> TaskPage:
         """
-        One page of L{list_tasks} and its total, in one C{REPEATABLE READ}
-        transaction (the reader connections' isolation), so they agree.
+        One page of L{list_tasks} and, if asked for, its total, in one
+        C{REPEATABLE READ} transaction (the reader connections' isolation),
+        so they agree.
         """
-        count, params, page, page_params = self._dialect.page_queries(
-            limit, state, updated_after_ms, context_id, after
-        )
+        page, page_params = self._dialect.page_query(request)
+        total: int | None = None
         with connection.transaction():
-            counted = connection.execute(count, params).fetchone()
+            if request.with_total:
+                count, params = self._dialect.count_query(request)
+                counted = connection.execute(count, params).fetchone()
+                total = int(counted[0]) if counted else 0
             rows = connection.execute(page, page_params).fetchall()
-        total = int(counted[0]) if counted else 0
-        return page_of(rows, limit, total)
+        return page_of(rows, request, total)

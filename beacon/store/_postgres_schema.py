@@ -7,7 +7,9 @@ migrating under the migration lock.
 The schema is migrated (L{migrate}) synchronously at start-up, before any
 listener starts, or by C{beacon db upgrade}, under a session-level advisory
 lock (L{MIGRATION_LOCK}), so two instances starting at once migrate one
-after the other. L{MIGRATIONS} matches the SQLite store's migrations in
+after the other. Migration 2 builds its indexes (the full-text one
+included) over the rows already stored, in its transaction: on a large
+database, that start-up takes as long as the index builds. L{MIGRATIONS} matches the SQLite store's migrations in
 meaning (the same tables, columns and constraints, in PostgreSQL types) and
 C{beacon_schema} records them the same way.
 """
@@ -40,6 +42,11 @@ MIGRATION_LOCK = (_LOCK_SPACE, 1)
 #: Held (per transaction) by every write transaction, so that the writers of
 #: all instances commit one at a time, in C{seq} order.
 WRITE_LOCK = (_LOCK_SPACE, 2)
+
+#: The expression of a submission's full-text search vector, from its
+#: C{content} (a C{str.format} template): what migration 2 indexes, and
+#: what a search must spell exactly so for the index to serve it.
+SEARCH_VECTOR = "to_tsvector('simple', beacon_search_text({content}))"
 
 #: How long start-up waits for another instance's migration before failing.
 MIGRATION_LOCK_TIMEOUT = "60s"
@@ -102,6 +109,145 @@ MIGRATIONS: list[tuple[str, ...]] = [
         CREATE TRIGGER events_append_only
         BEFORE UPDATE OR DELETE OR TRUNCATE ON events
         FOR EACH STATEMENT EXECUTE FUNCTION beacon_append_only()
+        """,
+    ),
+    # 2: the reader's half. The received order's index; ids by prefix; the
+    # full-text index of every submission (an expression index: built for
+    # the rows stored so far, kept by every insert); purges, the one change
+    # the append-only guards now allow (content emptied, the decision's note
+    # forgotten, for a decided submission with a purges row); notification
+    # cursors (mutable).
+    (
+        "CREATE INDEX submissions_by_received ON submissions (received_at_ms, seq)",
+        "CREATE INDEX submissions_by_id_prefix ON submissions (id text_pattern_ops)",
+        # The searchable text of a stored content (see beacon.intake): a
+        # text submission's text; a structured one's sender (name, agent,
+        # operator), subject and body; nothing for anything else. It must
+        # never fail an insert, whatever bytes the content holds: a content
+        # that is not UTF-8 JSON has no text. IMMUTABLE, as an index
+        # expression must be (it reads nothing but its argument).
+        """
+        CREATE FUNCTION beacon_search_text(content bytea) RETURNS text
+        LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+        DECLARE
+            document jsonb;
+        BEGIN
+            IF length(content) = 0 THEN
+                RETURN '';
+            END IF;
+            BEGIN
+                document := convert_from(content, 'UTF8')::jsonb;
+            EXCEPTION WHEN OTHERS THEN
+                RETURN '';
+            END;
+            IF jsonb_typeof(document) <> 'object' THEN
+                RETURN '';
+            END IF;
+            RETURN concat_ws(
+                ' ',
+                document ->> 'text',
+                document #>> '{message,from,name}',
+                document #>> '{message,from,agent}',
+                document #>> '{message,from,operator}',
+                document #>> '{message,subject}',
+                document #>> '{message,body}'
+            );
+        END
+        $$
+        """,
+        f"""
+        CREATE INDEX submissions_search ON submissions
+        USING GIN ({SEARCH_VECTOR.format(content="content")})
+        """,
+        """
+        CREATE TABLE purges (
+            submission_id TEXT PRIMARY KEY REFERENCES submissions(id),
+            at_ms BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TRIGGER purges_append_only
+        BEFORE UPDATE OR DELETE OR TRUNCATE ON purges
+        FOR EACH STATEMENT EXECUTE FUNCTION beacon_append_only()
+        """,
+        # UPDATE is judged row by row now: the statement-level guard stays
+        # for DELETE and TRUNCATE.
+        "DROP TRIGGER submissions_append_only ON submissions",
+        """
+        CREATE TRIGGER submissions_append_only
+        BEFORE DELETE OR TRUNCATE ON submissions
+        FOR EACH STATEMENT EXECUTE FUNCTION beacon_append_only()
+        """,
+        "DROP TRIGGER events_append_only ON events",
+        """
+        CREATE TRIGGER events_append_only
+        BEFORE DELETE OR TRUNCATE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION beacon_append_only()
+        """,
+        # The one update allowed on submissions: emptying the content of a
+        # decided submission with a purges row, changing nothing else.
+        """
+        CREATE FUNCTION beacon_submission_purged() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF octet_length(NEW.content) = 0
+                AND (NEW.seq, NEW.id, NEW.context_id, NEW.received_at_ms,
+                     NEW.door, NEW.source, NEW.kind, NEW.message_id,
+                     NEW.sha256)
+                    IS NOT DISTINCT FROM
+                    (OLD.seq, OLD.id, OLD.context_id, OLD.received_at_ms,
+                     OLD.door, OLD.source, OLD.kind, OLD.message_id,
+                     OLD.sha256)
+                AND EXISTS (SELECT 1 FROM purges WHERE submission_id = OLD.id)
+                AND EXISTS (SELECT 1 FROM events WHERE submission_id = OLD.id)
+            THEN
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION USING
+                MESSAGE = 'submissions are append-only',
+                ERRCODE = 'restrict_violation';
+        END
+        $$
+        """,
+        # The one update allowed on events: forgetting the note of a purged
+        # submission's decision, changing nothing else.
+        """
+        CREATE FUNCTION beacon_event_purged() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.note IS NULL
+                AND (NEW.seq, NEW.submission_id, NEW.at_ms, NEW.state)
+                    IS NOT DISTINCT FROM
+                    (OLD.seq, OLD.submission_id, OLD.at_ms, OLD.state)
+                AND EXISTS (
+                    SELECT 1 FROM purges WHERE submission_id = OLD.submission_id
+                )
+            THEN
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION USING
+                MESSAGE = 'events are append-only',
+                ERRCODE = 'restrict_violation';
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER submissions_purge_only
+        BEFORE UPDATE ON submissions
+        FOR EACH ROW EXECUTE FUNCTION beacon_submission_purged()
+        """,
+        """
+        CREATE TRIGGER events_purge_only
+        BEFORE UPDATE ON events
+        FOR EACH ROW EXECUTE FUNCTION beacon_event_purged()
+        """,
+        """
+        CREATE TABLE notify_cursors (
+            channel TEXT PRIMARY KEY,
+            through_seq BIGINT NOT NULL,
+            holder TEXT,
+            lease_until_ms BIGINT NOT NULL DEFAULT 0
+        )
         """,
     ),
 ]

@@ -1,7 +1,8 @@
 """
 The SQL both thread-pool backends share, and the rows it reads and writes.
 
-The task queries (one task, one task's status, a page of L{list_tasks}) are
+The task queries (one task, one task's status, a page of L{list_tasks} in
+either order, a notification channel's cursor, what a purge erases) are
 written once, here; a backend's L{Dialect} says how its database spells
 what differs (a parameter mark, an always-true condition...), and each
 backend declares its own dialect once. The rows those queries read become
@@ -17,30 +18,56 @@ from typing import Any
 
 from beacon.protocol import STATE_SUBMITTED
 from beacon.store._interface import (
+    SORT_RECEIVED,
+    SORT_UPDATED,
     StoredTask,
     Submission,
     TaskPage,
     TaskStatusRecord,
+    search_words,
 )
 
 # Everything about a task, in the order L{task_of} reads it (both backends'
-# SQL reads it so).
+# SQL reads it so), from C{submissions AS s} and L{TASK_JOINS}.
 TASK_COLUMNS = """
     s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
-    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note
+    s.message_id, s.content, s.sha256, e.state, e.at_ms, e.note, p.at_ms
 """
 
-# Every task's sort and filter keys, without its content: list_tasks filters,
-# counts and orders these, then reads whole rows for one page only.
-TASK_KEYS = f"""
-    SELECT
-        s.seq AS seq,
-        s.context_id AS context_id,
-        COALESCE(e.state, '{STATE_SUBMITTED}') AS state,
-        COALESCE(e.at_ms, s.received_at_ms) AS updated_at_ms
-    FROM submissions AS s
+# What TASK_COLUMNS reads besides the submission: its decision and its purge
+# (each at most one row: both are keyed by the submission's id).
+TASK_JOINS = """
     LEFT JOIN events AS e ON e.submission_id = s.id
+    LEFT JOIN purges AS p ON p.submission_id = s.id
 """
+
+# A task's derived state and status time, from C{s} and C{e}.
+STATE = f"COALESCE(e.state, '{STATE_SUBMITTED}')"
+UPDATED_AT_MS = "COALESCE(e.at_ms, s.received_at_ms)"
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """
+    One page of L{list_tasks <beacon.store.ISubmissionStore.list_tasks>} as
+    asked for, its arguments checked.
+
+    @ivar search: The search as the backend's dialect takes it (see
+        L{Dialect.search_parameter}), or L{None}.
+    """
+
+    limit: int
+    sort: str = SORT_UPDATED
+    after: tuple[int, int] | None = None
+    with_total: bool = True
+    state: str | None = None
+    updated_after_ms: int | None = None
+    context_id: str | None = None
+    door: str | None = None
+    received_since_ms: int | None = None
+    received_until_ms: int | None = None
+    search: str | None = None
+    id_prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,14 +80,31 @@ class Dialect:
     @ivar true: The always-true condition.
     @ivar subquery_alias: What follows a subquery in C{FROM}: an alias, if
         the database needs one, or nothing.
-    @ivar row_values: Whether "strictly after C{(updated_at_ms, seq)}" is
-        written as a row-value comparison; if not, it is spelled out.
+    @ivar row_values: Whether "strictly after C{(key, seq)}" is written as
+        a row-value comparison; if not, it is spelled out.
+    @ivar search_condition: The condition "submission C{s} matches the
+        search", its one parameter what L{search_parameter} makes of it: a
+        C{str.format} template, given C{seq}, the expression of C{s.seq}
+        to test (see L{_submission_filters}).
+    @ivar search_quotes_words: Whether that parameter is the search's words
+        each in double quotes (SQLite's FTS5 C{MATCH}), or the search as
+        given (PostgreSQL's C{plainto_tsquery}).
+    @ivar prefix_condition: The condition "C{s.id} starts with", its one
+        parameter the prefix followed by L{prefix_wildcard}.
+    @ivar prefix_wildcard: What matches any rest of an id.
+    @ivar for_update: What locks the rows a C{SELECT} reads until the
+        transaction ends, where a write transaction does not already.
     """
 
     mark: str
     true: str
     subquery_alias: str
     row_values: bool
+    search_condition: str
+    search_quotes_words: bool
+    prefix_condition: str
+    prefix_wildcard: str
+    for_update: str
 
     @cached_property
     def select_task(self) -> str:
@@ -71,7 +115,7 @@ class Dialect:
         return f"""
     SELECT {TASK_COLUMNS}
     FROM submissions AS s
-    LEFT JOIN events AS e ON e.submission_id = s.id
+    {TASK_JOINS}
     WHERE s.id = {self.mark}
 """
 
@@ -90,69 +134,327 @@ class Dialect:
     WHERE s.id = {self.mark}
 """
 
-    def after_cursor(self, after: tuple[int, int]) -> tuple[str, list[object]]:
+    def search_parameter(self, search: str) -> str | None:
         """
-        The condition "strictly after C{after}", a C{(updated_at_ms, seq)}
-        cursor, in the order C{updated_at_ms DESC, seq DESC}, and its
-        parameters.
+        The parameter of L{search_condition} for C{search}, or L{None} when
+        it has no word (L{search_words}) and so matches nothing. User text
+        only ever reaches the database as this parameter: in FTS5's query
+        language each word is a quoted string, so nothing in it is an
+        operator.
+        """
+        words = search_words(search)
+        if not words:
+            return None
+        if self.search_quotes_words:
+            # A word holds letters and digits only: no quote to escape.
+            return " ".join(f'"{word}"' for word in words)
+        return search
+
+    def after_cursor(
+        self,
+        key: str,
+        seq: str,
+        after: tuple[int, int],
+        *,
+        key_bound: bool = False,
+    ) -> tuple[str, list[object]]:
+        """
+        The condition "strictly after C{after}", a C{(key, seq)} cursor, in
+        the order C{key DESC, seq DESC}, and its parameters.
+
+        @param key: The sort key's expression.
+        @param seq: The C{seq} column's expression.
+        @param key_bound: Whether to spell out, where row values are not
+            used, that C{key} is at most the cursor's, so that an index on
+            C{key} is walked from there.
         """
         mark = self.mark
-        updated_at_ms, seq = after
+        at, after_seq = after
         if self.row_values:
-            return f"(updated_at_ms, seq) < ({mark}, {mark})", [updated_at_ms, seq]
+            return f"({key}, {seq}) < ({mark}, {mark})", [at, after_seq]
+        if key_bound:
+            return (
+                f"{key} <= {mark} AND ({key} < {mark} OR {seq} < {mark})",
+                [at, at, after_seq],
+            )
         return (
-            f"(updated_at_ms < {mark} OR (updated_at_ms = {mark} AND seq < {mark}))",
-            [updated_at_ms, updated_at_ms, seq],
+            f"({key} < {mark} OR ({key} = {mark} AND {seq} < {mark}))",
+            [at, at, after_seq],
         )
 
-    def page_queries(
-        self,
-        limit: int,
-        state: str | None,
-        updated_after_ms: int | None,
-        context_id: str | None,
-        after: tuple[int, int] | None,
-    ) -> tuple[str, list[object], str, list[object]]:
+    def _submission_filters(
+        self, request: PageRequest, *, walk: bool = False
+    ) -> tuple[list[str], list[object]]:
         """
-        The queries of one page of L{list_tasks}: the count of every task
-        the filters keep, and the page itself (one row more than asked for
-        tells whether another page follows), each with its parameters.
+        The conditions on the submission C{s} itself that C{request} asks
+        for, and their parameters.
+
+        @param walk: Whether the query should walk an index of C{s} in its
+            order and test each row against the search, rather than start
+            from the rows the search finds (for SQLite, C{+s.seq}: the
+            search's rowids are then a set looked up, not a way in). On a
+            page in the received order that stops at the page's end
+            however many tasks match, where starting from the search would
+            read and sort every match.
         """
         mark = self.mark
         conditions: list[str] = []
         params: list[object] = []
-        if state is not None:
-            conditions.append(f"state = {mark}")
-            params.append(state)
-        if updated_after_ms is not None:
-            conditions.append(f"updated_at_ms >= {mark}")
-            params.append(updated_after_ms)
-        if context_id is not None:
-            conditions.append(f"context_id = {mark}")
-            params.append(context_id)
-        filters = " AND ".join(conditions) or self.true
-        page_filters, page_params = filters, list(params)
-        if after is not None:
-            # Strictly after the cursor in (updated_at_ms DESC, seq DESC).
-            condition, after_params = self.after_cursor(after)
-            page_filters += f" AND {condition}"
-            page_params += after_params
-        keys = f"({TASK_KEYS}){self.subquery_alias}"
-        count = f"SELECT COUNT(*) FROM {keys} WHERE {filters}"
-        page = f"""
+        if request.context_id is not None:
+            conditions.append(f"s.context_id = {mark}")
+            params.append(request.context_id)
+        if request.door is not None:
+            conditions.append(f"s.door = {mark}")
+            params.append(request.door)
+        if request.received_since_ms is not None:
+            conditions.append(f"s.received_at_ms >= {mark}")
+            params.append(request.received_since_ms)
+        if request.received_until_ms is not None:
+            conditions.append(f"s.received_at_ms < {mark}")
+            params.append(request.received_until_ms)
+        if request.id_prefix is not None:
+            conditions.append(self.prefix_condition)
+            params.append(request.id_prefix + self.prefix_wildcard)
+        if request.search is not None:
+            conditions.append(
+                self.search_condition.format(seq="+s.seq" if walk else "s.seq")
+            )
+            params.append(request.search)
+        return conditions, params
+
+    def _decision_filters(
+        self, request: PageRequest, state: str, updated_at_ms: str
+    ) -> tuple[list[str], list[object]]:
+        """
+        The conditions on the task's derived state and status time that
+        C{request} asks for, written with the expressions given, and their
+        parameters.
+        """
+        mark = self.mark
+        conditions: list[str] = []
+        params: list[object] = []
+        if request.state is not None:
+            conditions.append(f"{state} = {mark}")
+            params.append(request.state)
+        if request.updated_after_ms is not None:
+            conditions.append(f"{updated_at_ms} >= {mark}")
+            params.append(request.updated_after_ms)
+        return conditions, params
+
+    def count_query(self, request: PageRequest) -> tuple[str, list[object]]:
+        """
+        The query counting every task C{request}'s filters keep (whatever
+        its order and cursor), and its parameters.
+        """
+        conditions, params = self._submission_filters(request)
+        decided, decided_params = self._decision_filters(
+            request, STATE, UPDATED_AT_MS
+        )
+        join = "LEFT JOIN events AS e ON e.submission_id = s.id" if decided else ""
+        where = " AND ".join(conditions + decided) or self.true
+        return (
+            f"SELECT COUNT(*) FROM submissions AS s {join} WHERE {where}",
+            params + decided_params,
+        )
+
+    def page_query(self, request: PageRequest) -> tuple[str, list[object]]:
+        """
+        The query of one page of C{request} (one row more than asked for
+        tells whether another page follows), and its parameters.
+        """
+        if request.sort == SORT_RECEIVED:
+            return self._received_page(request)
+        return self._updated_page(request)
+
+    def _received_page(self, request: PageRequest) -> tuple[str, list[object]]:
+        """
+        A page in the received order: a walk down the index on
+        C{(received_at_ms, seq)} from the cursor, reading each task's
+        decision on the way, until the page is full.
+        """
+        conditions, params = self._submission_filters(request, walk=True)
+        decided, decided_params = self._decision_filters(
+            request, STATE, UPDATED_AT_MS
+        )
+        conditions += decided
+        params += decided_params
+        if request.after is not None:
+            condition, after_params = self.after_cursor(
+                "s.received_at_ms", "s.seq", request.after, key_bound=True
+            )
+            conditions.append(condition)
+            params += after_params
+        where = " AND ".join(conditions) or self.true
+        return (
+            f"""
+                SELECT {TASK_COLUMNS}
+                FROM submissions AS s
+                {TASK_JOINS}
+                WHERE {where}
+                ORDER BY s.received_at_ms DESC, s.seq DESC
+                LIMIT {self.mark}
+            """,
+            [*params, request.limit + 1],
+        )
+
+    def _updated_page(self, request: PageRequest) -> tuple[str, list[object]]:
+        """
+        A page in the status order: every kept task's sort and filter keys
+        first (without its content), then whole rows for the page only.
+        """
+        mark = self.mark
+        conditions, params = self._submission_filters(request)
+        inner = " AND ".join(conditions) or self.true
+        outer, outer_params = self._decision_filters(
+            request, "state", "updated_at_ms"
+        )
+        if request.after is not None:
+            condition, after_params = self.after_cursor(
+                "updated_at_ms", "seq", request.after
+            )
+            outer.append(condition)
+            outer_params += after_params
+        keys = f"""(
+                    SELECT
+                        s.seq AS seq,
+                        {STATE} AS state,
+                        {UPDATED_AT_MS} AS updated_at_ms
+                    FROM submissions AS s
+                    LEFT JOIN events AS e ON e.submission_id = s.id
+                    WHERE {inner}
+                ){self.subquery_alias}"""
+        return (
+            f"""
                 WITH page AS (
                     SELECT seq, updated_at_ms FROM {keys}
-                    WHERE {page_filters}
+                    WHERE {" AND ".join(outer) or self.true}
                     ORDER BY updated_at_ms DESC, seq DESC
                     LIMIT {mark}
                 )
                 SELECT {TASK_COLUMNS}
                 FROM page
                 JOIN submissions AS s ON s.seq = page.seq
-                LEFT JOIN events AS e ON e.submission_id = s.id
+                {TASK_JOINS}
                 ORDER BY page.updated_at_ms DESC, page.seq DESC
-                """
-        return count, params, page, [*page_params, limit + 1]
+            """,
+            [*params, *outer_params, request.limit + 1],
+        )
+
+    # Notification cursors (see L{ThreadedStore
+    # <beacon.store._threaded.ThreadedStore>}'s claim and finish).
+
+    @cached_property
+    def create_cursor(self) -> str:
+        """
+        Create channel C{mark}'s cursor after the newest submission, unless
+        it exists (then change nothing: the row count is 0).
+        """
+        return f"""
+    INSERT INTO notify_cursors (channel, through_seq)
+    SELECT {self.mark}, COALESCE(MAX(seq), 0) FROM submissions WHERE {self.true}
+    ON CONFLICT (channel) DO NOTHING
+"""
+
+    @cached_property
+    def select_cursor(self) -> str:
+        """
+        A channel's C{(through_seq, holder, lease_until_ms)}, locked until
+        the transaction ends.
+        """
+        return f"""
+    SELECT through_seq, holder, lease_until_ms FROM notify_cursors
+    WHERE channel = {self.mark}{self.for_update}
+"""
+
+    @cached_property
+    def select_after_seq(self) -> str:
+        """
+        Up to C{limit} whole tasks after a C{seq}, in C{seq} order: the
+        parameters are the C{seq} and the limit.
+        """
+        return f"""
+    SELECT {TASK_COLUMNS}
+    FROM submissions AS s
+    {TASK_JOINS}
+    WHERE s.seq > {self.mark}
+    ORDER BY s.seq
+    LIMIT {self.mark}
+"""
+
+    @cached_property
+    def count_after_seq(self) -> str:
+        """
+        How many submissions have a C{seq} above the parameter.
+        """
+        return f"SELECT COUNT(*) FROM submissions WHERE seq > {self.mark}"
+
+    @cached_property
+    def lease_cursor(self) -> str:
+        """
+        Give a channel's lease to a holder until a time: the parameters are
+        the holder, the time and the channel.
+        """
+        m = self.mark
+        return f"""
+    UPDATE notify_cursors SET holder = {m}, lease_until_ms = {m}
+    WHERE channel = {m}
+"""
+
+    @cached_property
+    def release_cursor(self) -> str:
+        """
+        End a holder's lease of a channel: the parameters are the channel
+        and the holder.
+        """
+        m = self.mark
+        return f"""
+    UPDATE notify_cursors SET holder = NULL, lease_until_ms = 0
+    WHERE channel = {m} AND holder = {m}
+"""
+
+    @cached_property
+    def advance_cursor(self) -> str:
+        """
+        End a holder's lease of a channel and move its cursor forward (never
+        back) to a C{seq}: the parameters are the C{seq} twice, the channel
+        and the holder.
+        """
+        m = self.mark
+        return f"""
+    UPDATE notify_cursors SET
+        holder = NULL,
+        lease_until_ms = 0,
+        through_seq = CASE WHEN through_seq < {m} THEN {m} ELSE through_seq END
+    WHERE channel = {m} AND holder = {m}
+"""
+
+    # Purging.
+
+    @cached_property
+    def purgeable(self) -> str:
+        """
+        The decided submissions not yet purged whose decision was made
+        before the parameter: their C{(seq, id)}, in C{seq} order.
+        """
+        return f"""
+    SELECT s.seq, s.id
+    FROM events AS e
+    JOIN submissions AS s ON s.id = e.submission_id
+    WHERE e.at_ms < {self.mark}
+    AND NOT EXISTS (SELECT 1 FROM purges AS p WHERE p.submission_id = e.submission_id)
+    ORDER BY s.seq
+"""
+
+    @cached_property
+    def count_purgeable(self) -> str:
+        """
+        How many submissions L{purgeable} finds, for the same parameter.
+        """
+        return f"""
+    SELECT COUNT(*) FROM events AS e
+    WHERE e.at_ms < {self.mark}
+    AND NOT EXISTS (SELECT 1 FROM purges AS p WHERE p.submission_id = e.submission_id)
+"""
 
 
 #: A C{submissions} row as both backends insert it.
@@ -195,6 +497,7 @@ def task_of(row: tuple[Any, ...]) -> StoredTask:
         state,
         at_ms,
         note,
+        purged_at_ms,
     ) = row
     submission = Submission(
         id=id_,
@@ -214,9 +517,15 @@ def task_of(row: tuple[Any, ...]) -> StoredTask:
             updated_at_ms=received_at_ms,
             note=None,
             seq=seq,
+            purged_at_ms=purged_at_ms,
         )
     return StoredTask(
-        submission=submission, state=state, updated_at_ms=at_ms, note=note, seq=seq
+        submission=submission,
+        state=state,
+        updated_at_ms=at_ms,
+        note=note,
+        seq=seq,
+        purged_at_ms=purged_at_ms,
     )
 
 
@@ -238,13 +547,18 @@ def status_of(row: tuple[Any, ...]) -> TaskStatusRecord:
     )
 
 
-def page_of(rows: list[Any], limit: int, total: int) -> TaskPage:
+def page_of(rows: list[Any], request: PageRequest, total: int | None) -> TaskPage:
     """
     The L{TaskPage} of up to C{limit + 1} rows of L{TASK_COLUMNS} (one more
-    than asked for tells whether another page follows).
+    than asked for tells whether another page follows), in C{request}'s
+    order.
     """
-    tasks = [task_of(row) for row in rows[:limit]]
+    tasks = [task_of(row) for row in rows[: request.limit]]
     next_after = None
-    if len(rows) > limit:
-        next_after = (tasks[-1].updated_at_ms, tasks[-1].seq)
+    if len(rows) > request.limit:
+        last = tasks[-1]
+        if request.sort == SORT_RECEIVED:
+            next_after = (last.submission.received_at_ms, last.seq)
+        else:
+            next_after = (last.updated_at_ms, last.seq)
     return TaskPage(tasks=tasks, total=total, next_after=next_after)

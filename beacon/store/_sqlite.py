@@ -21,10 +21,16 @@ L{SQLiteStore.startService}, before any listener starts.
 
 The schema is created and versioned here: C{beacon_schema} records every
 applied migration, and L{MIGRATIONS} lists them in order (migration N brings
-the database to version N). Triggers make C{submissions} and C{events}
-append-only in the database as well as in this code, and a unique index
+the database to version N). Triggers make C{submissions}, C{events} and
+C{purges} append-only in the database as well as in this code, but for
+what a purge does (a decided submission with a C{purges} row may have its
+content emptied and its decision's note forgotten), and a unique index
 allows at most one event (the review decision) per submission, so that two
 Beacon instances deciding the same task at once cannot both win.
+
+A search asks an FTS5 index (L{SEARCH_TABLE}) that a trigger fills on every
+insert with the submission's searchable text. Purges and notification
+claims run on the writer thread too, between batches.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from beacon.store._interface import (
     Submission,
     TaskPage,
 )
-from beacon.store._sql import Dialect, Row, page_of, row_of, task_of
+from beacon.store._sql import Dialect, PageRequest, Row, page_of, row_of, task_of
 from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "DIALECT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "SEARCH_TABLE",
     "SQLiteStore",
     "connect",
     "migrate",
@@ -64,8 +71,55 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-#: SQLite's spelling of the queries the backends share.
-DIALECT = Dialect(mark="?", true="1", subquery_alias="", row_values=False)
+#: SQLite's spelling of the queries the backends share. A search is an FTS5
+#: query of quoted words on L{SEARCH_TABLE}, whose rowid is the
+#: submission's seq; an id prefix is a GLOB, which the unique index on ids
+#: (binary collation) serves.
+DIALECT = Dialect(
+    mark="?",
+    true="1",
+    subquery_alias="",
+    row_values=False,
+    search_condition=(
+        "{seq} IN (SELECT rowid FROM submissions_fts WHERE submissions_fts MATCH ?)"
+    ),
+    search_quotes_words=True,
+    prefix_condition="s.id GLOB ?",
+    prefix_wildcard="*",
+    for_update="",
+)
+
+#: The full-text index of every submission's searchable text (an FTS5
+#: table without content of its own: the text is in C{submissions}).
+SEARCH_TABLE = "submissions_fts"
+
+
+def _searchable(content: str, kind: str) -> str:
+    """
+    The SQL expression of a submission's searchable text, from its
+    C{content} and C{kind} columns: a text submission's C{text}; a
+    structured one's sender (name, agent, operator), subject and body,
+    separated by spaces; L{None} for content that is not JSON.
+
+    Migration 2 indexes this text and L{SQLiteStore.purge} takes exactly
+    the same text out of the index again (an FTS5 table without content
+    must be told the text it forgets): never change it without a migration
+    that rebuilds L{SEARCH_TABLE}.
+    """
+    # SQLite 3.45 and later would read a BLOB as JSONB: read it as text.
+    text = f"CAST({content} AS TEXT)"
+    structured = " || ' ' || ".join(
+        f"COALESCE(json_extract({text}, '$.message.{path}'), '')"
+        for path in ("from.name", "from.agent", "from.operator", "subject", "body")
+    )
+    return f"""
+        CASE WHEN json_valid({text}) THEN
+            CASE {kind}
+                WHEN 'text' THEN json_extract({text}, '$.text')
+                WHEN 'structured' THEN {structured}
+            END
+        END
+    """
 
 #: How long a connection waits for a lock held by another connection (or
 #: another process on the same file) before failing, in milliseconds.
@@ -123,6 +177,89 @@ MIGRATIONS: list[tuple[str, ...]] = [
         """
         CREATE TRIGGER events_no_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END
+        """,
+    ),
+    # 2: the reader's half. The received order's index; the full-text index
+    # of every submission (filled for the rows stored so far, then by a
+    # trigger); purges, the one change the append-only guards now allow
+    # (content emptied, the decision's note forgotten, for a decided
+    # submission with a purges row); notification cursors (mutable).
+    (
+        "CREATE INDEX submissions_by_received ON submissions (received_at_ms, seq)",
+        # No content of its own (content=''): the text stays in submissions.
+        # remove_diacritics 0: words match as written, in any case, as on
+        # PostgreSQL's 'simple' configuration.
+        f"""
+        CREATE VIRTUAL TABLE {SEARCH_TABLE} USING fts5(
+            searchable,
+            content = '',
+            tokenize = 'unicode61 remove_diacritics 0'
+        )
+        """,
+        f"""
+        INSERT INTO {SEARCH_TABLE} (rowid, searchable)
+        SELECT seq, {_searchable("content", "kind")} FROM submissions
+        """,
+        f"""
+        CREATE TRIGGER submissions_searchable AFTER INSERT ON submissions
+        BEGIN
+            INSERT INTO {SEARCH_TABLE} (rowid, searchable)
+            VALUES (NEW.seq, {_searchable("NEW.content", "NEW.kind")});
+        END
+        """,
+        """
+        CREATE TABLE purges (
+            submission_id TEXT PRIMARY KEY REFERENCES submissions(id),
+            at_ms INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TRIGGER purges_no_update BEFORE UPDATE ON purges
+        BEGIN SELECT RAISE(ABORT, 'purges are append-only'); END
+        """,
+        """
+        CREATE TRIGGER purges_no_delete BEFORE DELETE ON purges
+        BEGIN SELECT RAISE(ABORT, 'purges are append-only'); END
+        """,
+        "DROP TRIGGER submissions_no_update",
+        """
+        CREATE TRIGGER submissions_no_update BEFORE UPDATE ON submissions
+        WHEN NOT (
+            NEW.content IS x''
+            AND NEW.seq IS OLD.seq
+            AND NEW.id IS OLD.id
+            AND NEW.context_id IS OLD.context_id
+            AND NEW.received_at_ms IS OLD.received_at_ms
+            AND NEW.door IS OLD.door
+            AND NEW.source IS OLD.source
+            AND NEW.kind IS OLD.kind
+            AND NEW.message_id IS OLD.message_id
+            AND NEW.sha256 IS OLD.sha256
+            AND EXISTS (SELECT 1 FROM purges WHERE submission_id = OLD.id)
+            AND EXISTS (SELECT 1 FROM events WHERE submission_id = OLD.id)
+        )
+        BEGIN SELECT RAISE(ABORT, 'submissions are append-only'); END
+        """,
+        "DROP TRIGGER events_no_update",
+        """
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        WHEN NOT (
+            NEW.note IS NULL
+            AND NEW.seq IS OLD.seq
+            AND NEW.submission_id IS OLD.submission_id
+            AND NEW.at_ms IS OLD.at_ms
+            AND NEW.state IS OLD.state
+            AND EXISTS (SELECT 1 FROM purges WHERE submission_id = OLD.submission_id)
+        )
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END
+        """,
+        """
+        CREATE TABLE notify_cursors (
+            channel TEXT PRIMARY KEY,
+            through_seq INTEGER NOT NULL,
+            holder TEXT,
+            lease_until_ms INTEGER NOT NULL DEFAULT 0
+        )
         """,
     ),
 ]
@@ -512,30 +649,136 @@ class SQLiteStore(ThreadedStore):
             ) from e
 
     def _select_page(
-        self,
-        connection: sqlite3.Connection,
-        limit: int,
-        state: str | None,
-        updated_after_ms: int | None,
-        context_id: str | None,
-        after: tuple[int, int] | None,
+        self, connection: sqlite3.Connection, request: PageRequest
     ) -> TaskPage:
         """
-        One page of L{list_tasks} and its total, in one read transaction.
+        One page of L{list_tasks} and, if asked for, its total, in one read
+        transaction.
         """
-        count, params, page, page_params = self._dialect.page_queries(
-            limit, state, updated_after_ms, context_id, after
-        )
+        page, page_params = self._dialect.page_query(request)
+        total: int | None = None
         connection.execute("BEGIN")
         try:
-            (total,) = connection.execute(count, params).fetchone()
+            if request.with_total:
+                count, params = self._dialect.count_query(request)
+                (total,) = connection.execute(count, params).fetchone()
             rows = connection.execute(page, page_params).fetchall()
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
-        return page_of(rows, limit, total)
+        return page_of(rows, request, total)
+
+    # The writer thread, outside the batches.
+
+    def _on_writer(self, f: Callable[..., _T], *args: object) -> _T:
+        """
+        Run C{f} with the writer's connection in one C{BEGIN IMMEDIATE}
+        transaction, committed if it returns.
+
+        @raises StoreError: If the transaction failed.
+        """
+        try:
+            connection = self._thread_connection(query_only=False)
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = f(connection, *args)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(
+                f"could not write to {self.path}: {type(e).__name__}: {e}"
+            ) from e
+        return result
+
+    def _purge_now(self, decided_before_ms: int, at_ms: int, dry_run: bool) -> int:
+        """
+        Purge in one transaction, with C{secure_delete} on so that SQLite
+        overwrites what it frees with zeros; merge the full-text index into
+        one segment (C{optimize}), so that the purged words' old segments
+        are freed (and zeroed) too; then copy the WAL into the database and
+        truncate it (C{wal_checkpoint(TRUNCATE)}), so that neither file
+        keeps the erased bytes.
+
+        @raises StoreError: If the purge failed (then nothing was purged).
+        """
+        if dry_run:
+            return self._on_writer(self._count_purgeable, decided_before_ms)
+        connection = self._thread_connection(query_only=False)
+        try:
+            connection.execute("PRAGMA secure_delete=ON")
+            try:
+                count = self._on_writer(self._purge_rows, decided_before_ms, at_ms)
+            finally:
+                connection.execute("PRAGMA secure_delete=OFF")
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as e:
+            raise StoreError(
+                f"could not purge in {self.path}: {type(e).__name__}: {e}"
+            ) from e
+        if busy:
+            self.log.warn(
+                "store.purge_checkpoint_busy: the purge is committed, but"
+                " readers kept the WAL of {path} from being truncated; the"
+                " erased content leaves it at a later checkpoint",
+                path=self.path,
+            )
+        return count
+
+    @staticmethod
+    def _count_purgeable(connection: sqlite3.Connection, decided_before_ms: int) -> int:
+        """
+        How many submissions a purge with C{decided_before_ms} would purge.
+        """
+        (count,) = connection.execute(
+            DIALECT.count_purgeable, (decided_before_ms,)
+        ).fetchone()
+        return int(count)
+
+    @staticmethod
+    def _purge_rows(
+        connection: sqlite3.Connection, decided_before_ms: int, at_ms: int
+    ) -> int:
+        """
+        Inside the open transaction: record each purge (which lets the
+        append-only guards allow the rest), take its text out of the
+        full-text index (while the content it was read from is still
+        there), empty its content and forget its note; then, if anything
+        was purged, merge the full-text index.
+
+        @return: How many submissions were purged.
+        """
+        rows = connection.execute(DIALECT.purgeable, (decided_before_ms,)).fetchall()
+        if not rows:
+            return 0
+        connection.executemany(
+            "INSERT INTO purges (submission_id, at_ms) VALUES (?, ?)",
+            [(id_, at_ms) for _, id_ in rows],
+        )
+        connection.executemany(
+            f"""
+            INSERT INTO {SEARCH_TABLE} ({SEARCH_TABLE}, rowid, searchable)
+            SELECT 'delete', seq, {_searchable("content", "kind")}
+            FROM submissions WHERE seq = ?
+            """,
+            [(seq,) for seq, _ in rows],
+        )
+        connection.executemany(
+            "UPDATE submissions SET content = x'' WHERE seq = ?",
+            [(seq,) for seq, _ in rows],
+        )
+        connection.executemany(
+            "UPDATE events SET note = NULL WHERE submission_id = ? AND note IS NOT NULL",
+            [(id_,) for _, id_ in rows],
+        )
+        connection.execute(
+            f"INSERT INTO {SEARCH_TABLE} ({SEARCH_TABLE}) VALUES ('optimize')"
+        )
+        return len(rows)
 
     def _read_pragmas(self) -> dict[str, Any]:
         """

@@ -10,6 +10,8 @@ threads (L{beacon.store._workers.Workers}), never on the reactor thread:
     whenever no write is in flight, everything pending (up to C{max_batch})
     goes to the writer as one batch, written in order in one transaction
     (group commit). Every write is answered only after its batch committed.
+    Purges and notification claims go to the same thread, between batches,
+    so every write this store makes is serialised on it.
   - reader threads, each with its own connection.
 
 L{ThreadedStore} holds that queue, the read path and the stop sequence;
@@ -18,8 +20,14 @@ where the queries both backends share are written) and these hooks:
 
   - L{ThreadedStore._write_batch} (on the writer thread): write a batch in
     one transaction and say what became of each write;
+  - L{ThreadedStore._on_writer} (on the writer thread): run a write
+    function in one transaction on the writer's connection (notification
+    cursors);
+  - L{ThreadedStore._purge_now} (on the writer thread): purge, and make
+    sure the erased content is gone from the database's files;
   - L{ThreadedStore._on_reader} (on a reader thread): run a read function
-    with this thread's connection;
+    with this thread's connection, and L{ThreadedStore._select_page} with
+    it: one page and its total in one read transaction;
   - L{ThreadedStore._close_connection}: close one pool connection;
   - optionally the C{_refuse_*} and C{_unreadable} checks, the events of a
     committed batch (whether the batch tells the listeners itself,
@@ -40,7 +48,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from beacon.store._interface import (
+    SORT_UPDATED,
     AlreadyDecided,
+    NotificationBatch,
     StoredTask,
     StoreError,
     StoreEvent,
@@ -48,10 +58,13 @@ from beacon.store._interface import (
     TaskPage,
     TaskStatusRecord,
     check_decision_state,
+    check_id_prefix,
+    check_lease,
     check_limit,
+    check_sort,
 )
 from beacon.store._listeners import StoreListeners
-from beacon.store._sql import Dialect, status_of, task_of
+from beacon.store._sql import Dialect, PageRequest, status_of, task_of
 from beacon.store._workers import Workers
 
 _T = TypeVar("_T")
@@ -157,6 +170,26 @@ class ThreadedStore(Service):
 
         @return: What became of each write, in order (see L{_Outcome}).
         @raises StoreError: If the transaction failed.
+        """
+        raise NotImplementedError()
+
+    def _on_writer(self, f: Callable[..., _T], *args: object) -> _T:
+        """
+        On the writer thread: run C{f(connection, *args)} in one write
+        transaction on the writer's connection, committed if C{f} returns.
+
+        @raises StoreError: If the transaction failed.
+        """
+        raise NotImplementedError()
+
+    def _purge_now(self, decided_before_ms: int, at_ms: int, dry_run: bool) -> int:
+        """
+        On the writer thread: L{purge}, in one transaction, and then make
+        sure what it erased is gone from the database's files as far as the
+        backend can.
+
+        @return: How many submissions were (or would be) purged.
+        @raises StoreError: If the purge failed (then nothing was purged).
         """
         raise NotImplementedError()
 
@@ -388,31 +421,120 @@ class ThreadedStore(Service):
         updated_after_ms: int | None = None,
         context_id: str | None = None,
         after: tuple[int, int] | None = None,
+        sort: str = SORT_UPDATED,
+        door: str | None = None,
+        received_since_ms: int | None = None,
+        received_until_ms: int | None = None,
+        search: str | None = None,
+        id_prefix: str | None = None,
+        with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        Read one page of tasks on a reader thread, newest C{updated_at_ms}
-        first, then highest C{seq} first. The filters combine with AND; the
-        page and its C{total} come from one read transaction, so they agree.
+        Read one page of tasks on a reader thread, newest first by C{sort}
+        (C{updated_at_ms} or C{received_at_ms}), then highest C{seq} first;
+        see L{ISubmissionStore.list_tasks}. The filters combine with AND;
+        the page and its C{total} come from one read transaction, so they
+        agree.
 
-        @param limit: The page size (at least 1).
-        @param state: Only tasks in this TaskState.
-        @param updated_after_ms: Only tasks with C{updated_at_ms} at or after
-            this time.
-        @param context_id: Only the task with this contextId.
-        @param after: A previous page's C{next_after}: only tasks strictly
-            after C{(updated_at_ms, seq)} in this order.
         @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
-            L{StoreError}, or with L{ValueError} if C{limit} is below 1.
+            L{StoreError}, or with L{ValueError} for a C{limit} below 1, an
+            unknown C{sort} or a bad C{id_prefix}.
         """
         try:
             check_limit(limit)
+            check_sort(sort)
+            if id_prefix is not None:
+                check_id_prefix(id_prefix)
         except ValueError:
             return fail()
-        if self._unreadable(state, context_id):
-            return succeed(TaskPage(tasks=[], total=0, next_after=None))
-        return self._read(
-            self._select_page, limit, state, updated_after_ms, context_id, after
+        nothing = TaskPage(tasks=[], total=0 if with_total else None, next_after=None)
+        searched = None
+        if search is not None:
+            searched = self._dialect.search_parameter(search)
+            if searched is None:
+                return succeed(nothing)
+        if self._unreadable(state, context_id, door, search):
+            return succeed(nothing)
+        request = PageRequest(
+            limit=limit,
+            sort=sort,
+            after=after,
+            with_total=with_total,
+            state=state,
+            updated_after_ms=updated_after_ms,
+            context_id=context_id,
+            door=door,
+            received_since_ms=received_since_ms,
+            received_until_ms=received_until_ms,
+            search=searched,
+            id_prefix=id_prefix,
         )
+        return self._read(self._select_page, request)
+
+    def purge(
+        self, decided_before_ms: int, at_ms: int, *, dry_run: bool = False
+    ) -> Deferred[int]:
+        """
+        Erase the content and note of every decided submission decided
+        strictly before C{decided_before_ms} and not yet purged, on the
+        writer thread (between batches); see L{ISubmissionStore.purge}.
+        Listeners hear nothing of it. A purge is logged (C{store.purged},
+        with the count, never content); a dry run is not.
+
+        @return: A L{Deferred} that fires with how many submissions were
+            (or would be) purged, or fails with L{StoreError} (then nothing
+            was).
+        """
+        if not self.running or self._writer_pool is None:
+            return fail(StoreError("the submission store is not running"))
+        purged = self._counted(
+            self._writer_pool.run(self._purge_now, decided_before_ms, at_ms, dry_run)
+        )
+        if not dry_run:
+
+            def logged(count: int) -> int:
+                self.log.info(
+                    "store.purged: the content of {count} submission(s) decided"
+                    " before {decided_before_ms} was erased",
+                    count=count,
+                    decided_before_ms=decided_before_ms,
+                )
+                return count
+
+            purged.addCallback(logged)
+        return purged
+
+    def claim_notifications(
+        self, channel: str, holder: str, now_ms: int, lease_ms: int, limit: int
+    ) -> Deferred[NotificationBatch | None]:
+        """
+        Take the lease of notification channel C{channel} and read what it
+        has not been told of, in one transaction on the writer thread; see
+        L{ISubmissionStore.claim_notifications}.
+
+        @return: A L{Deferred} that fires with the L{NotificationBatch} or
+            L{None}, or fails with L{StoreError}, or with L{ValueError} for
+            a C{limit} or C{lease_ms} below 1.
+        """
+        try:
+            check_limit(limit)
+            check_lease(lease_ms)
+        except ValueError:
+            return fail()
+        return self._write(self._claim, channel, holder, now_ms, lease_ms, limit)
+
+    def finish_notifications(
+        self, channel: str, holder: str, through_seq: int | None
+    ) -> Deferred[None]:
+        """
+        End C{holder}'s lease of C{channel}, advancing its cursor to
+        C{through_seq} unless it is L{None}, on the writer thread; see
+        L{ISubmissionStore.finish_notifications}.
+
+        @return: A L{Deferred} that fires with L{None}, or fails with
+            L{StoreError}.
+        """
+        return self._write(self._finish, channel, holder, through_seq)
 
     def status(self, receipt_id: str) -> Deferred[TaskStatusRecord | None]:
         """
@@ -444,20 +566,67 @@ class ThreadedStore(Service):
         row = connection.execute(self._dialect.select_status, (receipt_id,)).fetchone()
         return None if row is None else status_of(row)
 
-    def _select_page(
-        self,
-        connection: Any,
-        limit: int,
-        state: str | None,
-        updated_after_ms: int | None,
-        context_id: str | None,
-        after: tuple[int, int] | None,
-    ) -> TaskPage:
+    def _select_page(self, connection: Any, request: PageRequest) -> TaskPage:
         """
-        One page of L{list_tasks} and its total, in one read transaction
-        (see L{Dialect.page_queries}).
+        One page of L{list_tasks} and, if asked for, its total, in one read
+        transaction (see L{Dialect.page_query} and L{Dialect.count_query}).
         """
         raise NotImplementedError()
+
+    # The write functions (on the writer thread, given its connection, in
+    # a transaction: see _on_writer).
+
+    def _claim(
+        self,
+        connection: Any,
+        channel: str,
+        holder: str,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+    ) -> NotificationBatch | None:
+        """
+        L{claim_notifications}: create the channel's cursor after the
+        newest submission if it has none (no batch), else, unless another
+        holder's lease is current, read the next tasks and lease them.
+        """
+        dialect = self._dialect
+        created = connection.execute(dialect.create_cursor, (channel,))
+        if created.rowcount == 1:
+            return None
+        row = connection.execute(dialect.select_cursor, (channel,)).fetchone()
+        through_seq, current_holder, lease_until_ms = row
+        if lease_until_ms > now_ms and current_holder != holder:
+            return None
+        rows = connection.execute(
+            dialect.select_after_seq, (through_seq, limit)
+        ).fetchall()
+        if not rows:
+            return None
+        (pending,) = connection.execute(
+            dialect.count_after_seq, (through_seq,)
+        ).fetchone()
+        connection.execute(dialect.lease_cursor, (holder, now_ms + lease_ms, channel))
+        tasks = [task_of(row) for row in rows]
+        return NotificationBatch(
+            tasks=tasks, through_seq=tasks[-1].seq, pending=int(pending)
+        )
+
+    def _finish(
+        self, connection: Any, channel: str, holder: str, through_seq: int | None
+    ) -> None:
+        """
+        L{finish_notifications}: if C{holder} holds C{channel}'s lease, end
+        it, moving the cursor forward to C{through_seq} unless it is
+        L{None}.
+        """
+        dialect = self._dialect
+        if through_seq is None:
+            connection.execute(dialect.release_cursor, (channel, holder))
+        else:
+            connection.execute(
+                dialect.advance_cursor, (through_seq, through_seq, channel, holder)
+            )
 
     # The reactor side of group commit.
 
@@ -532,7 +701,16 @@ class ThreadedStore(Service):
         self._writing = False
         self._flush()
 
-    # The read path.
+    # The read path, and writes outside the batches.
+
+    def _write(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
+        """
+        Run C{f(connection, *args)} in one transaction on the writer thread
+        (after the batches handed to it before).
+        """
+        if not self.running or self._writer_pool is None:
+            return fail(StoreError("the submission store is not running"))
+        return self._counted(self._writer_pool.run(self._on_writer, f, *args))
 
     def _read(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
         """
