@@ -64,6 +64,7 @@ from beacon.protocol import CallContext
 from beacon.service import makeService, notifiers
 from beacon.store import NotificationBatch, StoredTask, Submission
 from beacon.testing import MemoryStore
+from peers.postgres import pg_schema, pg_url, postgresql  # noqa: F401 (fixtures)
 
 #: The longest a test waits for the real reactor, a process or a socket: a
 #: safety net for a loaded machine, never what a test measures.
@@ -572,6 +573,89 @@ def test_a_lease_keeps_the_other_instance_out_until_its_holder_gives_up(
     assert len(logged_events.named("notify.failed")) == 1
     a.stopService()
     b.stopService()
+
+
+# Over the real stores: the cursor in the database.
+
+
+async def append_all(stores: list[Any], clock: Clock, count: int) -> list[str]:
+    """Append C{count} submissions, one store after the other; their ids."""
+    ids = []
+    for n in range(count):
+        stored = submission(clock, text=f"number {n}")
+        await within(stores[n % len(stores)].append(stored))
+        ids.append(stored.id)
+    return ids
+
+
+async def settled(*notifiers: Notifier) -> None:
+    """Wait (bounded) until no notifier has a read or delivery in progress."""
+    for notifier in notifiers:
+        await within(notifier.idle())
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_cursor_outlives_a_restart_on_sqlite(tmp_path: Path, clock: Clock) -> None:
+    """SQLite: what was told is not told again after a restart, and what arrived while Beacon was down is told at the next start."""
+    from beacon.store import open_store, sqlite_url
+
+    url = sqlite_url(str(tmp_path / "beacon.sqlite3"))
+    store = open_store(url, reactor)
+    store.startService()
+    channel = FakeChannel()
+    notifier = started(Notifier(store, clock, channel))
+    await settled(notifier)
+    told = await append_all([store], clock, 3)
+    clock.advance(0)
+    await settled(notifier)
+    assert channel.ids() == told
+    await within(notifier.stopService())
+    while_down = await append_all([store], clock, 2)
+    await within(store.stopService())
+
+    reopened = open_store(url, reactor)
+    reopened.startService()
+    again = FakeChannel()
+    restarted = started(Notifier(reopened, clock, again))
+    await settled(restarted)
+    assert again.ids() == while_down
+    await within(restarted.stopService())
+    await within(reopened.stopService())
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_instances_on_postgresql_tell_of_each_submission_once(
+    pg_url: str, clock: Clock
+) -> None:
+    """Two stores on one PostgreSQL database (two instances), each with its notifier of the same channel: every submission, through either, is told once, by one of them."""
+    from beacon.store import open_store
+
+    stores = [open_store(pg_url, reactor), open_store(pg_url, reactor)]
+    for store in stores:
+        store.startService()
+    channels = [FakeChannel(), FakeChannel()]
+    instances = [
+        started(Notifier(store, clock, channel, holder=name, interval=60))
+        for store, channel, name in zip(stores, channels, ["one", "two"])
+    ]
+    await settled(*instances)
+    appended: list[str] = []
+    for _ in range(3):
+        appended += await append_all(stores, clock, 10)
+        clock.advance(60)
+        await settled(*instances)
+    clock.advance(60)
+    await settled(*instances)
+    told = channels[0].ids() + channels[1].ids()
+    assert sorted(told) == sorted(appended)
+    assert len(set(told)) == len(told)
+    # One notification a round: the instance that lost the race for the
+    # lease found it held, or found nothing new once it was given back.
+    assert len(channels[0].summaries) + len(channels[1].summaries) == 3
+    for notifier in instances:
+        await within(notifier.stopService())
+    for store in stores:
+        await within(store.stopService())
 
 
 # The command: a real program recording its standard input.

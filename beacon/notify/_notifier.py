@@ -168,11 +168,7 @@ class Notifier(Service):
         self._timer = None
         if self._delivery is not None:
             self._delivery.cancel()
-        waits: list[Deferred[Any]] = [maybeDeferred(self.channel.stop)]
-        if self._busy:
-            idle: Deferred[None] = Deferred()
-            self._idle.append(idle)
-            waits.append(idle)
+        waits: list[Deferred[Any]] = [maybeDeferred(self.channel.stop), self.idle()]
         stopped: Deferred[None] = Deferred()
         DeferredList(waits, consumeErrors=True).addCallback(
             lambda _: None if stopped.called else stopped.callback(None)
@@ -187,6 +183,19 @@ class Notifier(Service):
             )
 
         return stopped.addTimeout(STOP_TIMEOUT, self.clock).addErrback(too_long)
+
+    def idle(self) -> Deferred[None]:
+        """
+        Fire once no read or delivery is in progress: at once when none is,
+        else when the current one has ended (for embedders and tests that
+        wait for the notifier to settle; it starts nothing).
+        """
+        waiter: Deferred[None] = Deferred()
+        if self._busy:
+            self._idle.append(waiter)
+        else:
+            waiter.callback(None)
+        return waiter
 
     def _heard(self, event: StoreEvent) -> None:
         """A store event: a stored submission brings the next run closer."""
