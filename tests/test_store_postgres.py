@@ -1,10 +1,12 @@
 """
 The PostgreSQL backend's own promises, beyond the shared behaviour suite of
 C{test_store.py}: the schema (the same in meaning as SQLite's, append-only
-in the database, one decision per submission, versioned and migrated under
-an advisory lock), group commit, several instances on one database (global
-seq, one decision wins, live events across instances exactly once, catch-up
-after a lost listening connection), broken connections replaced, a restart
+in the database but for a purge, one decision per submission, versioned and
+migrated under an advisory lock, migration 2 over a version 1 schema with
+data, indexes the queries can use), group commit, a purge's VACUUM, several
+instances on one database (global seq, one decision wins, each submission
+claimed once for notification, live events across instances exactly once,
+catch-up after a lost listening connection), broken connections replaced, a restart
 of the server, no password in any log line, and the store URLs
 (C{beacon.store._url}) and operator migrations (C{beacon.store._migrate}).
 
@@ -39,10 +41,13 @@ from test_store import (
     T0,
     Heard,
     all_pages,
+    assert_each_claimed_once,
     assert_one_decision_wins,
     ids,
     newest_first,
+    structured,
     submission,
+    text,
 )
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred, gatherResults
@@ -52,6 +57,7 @@ from twisted.internet.threads import deferToThread
 from twisted.logger import formatEvent
 
 from beacon.store import (
+    SORT_RECEIVED,
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
@@ -613,6 +619,193 @@ async def test_foreign_notification_ignored(
     ignored = logged_events.named("store.notification_ignored")
     assert len(ignored) == 1
     assert "drop table" not in formatEvent(ignored[0])
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_instances_claim_once(stores: Any) -> None:
+    """
+    Two instances claiming one notification channel at once: each
+    submission is claimed, and finished, by exactly one of them, in seq
+    order.
+    """
+    await assert_each_claimed_once(stores(), stores(), 12)
+
+
+@pytest_twisted.ensureDeferred
+async def test_claim_waits_for_a_concurrent_claim(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A claim made while another session holds the channel's row waits for
+    it and then sees that session's lease: the row lock, not luck, keeps
+    two holders apart.
+    """
+    store = stores()
+    assert await store.claim_notifications("command", "a", T0, 60_000, 10) is None
+    await store.append(submission(1))
+    with postgresql.connect(pg_schema[0]) as other:
+        with other.transaction():
+            other.execute(
+                "SELECT 1 FROM notify_cursors WHERE channel = 'command' FOR UPDATE"
+            )
+            claiming = store.claim_notifications("command", "a", T0, 60_000, 10)
+
+            def waiting() -> bool:
+                row = other.execute(
+                    "SELECT COUNT(*) FROM pg_locks WHERE NOT granted"
+                    " AND locktype = 'transactionid'"
+                ).fetchone()
+                return bool(row and row[0])
+
+            await poll(waiting, "the claim to wait for the row lock")
+            assert not claiming.called
+            other.execute(
+                "UPDATE notify_cursors SET holder = 'b', lease_until_ms = %s"
+                " WHERE channel = 'command'",
+                (T0 + 60_000,),
+            )
+    assert await claiming is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge_vacuums(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str], logged_events: Any
+) -> None:
+    """
+    A purge (not a dry run, and only when it purged something) vacuums
+    submissions and events afterwards, and is logged with its count.
+    """
+    store = stores()
+    for n in range(3):
+        await store.append(submission(n))
+    await store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, "note")
+
+    def vacuums() -> list[int]:
+        with postgresql.connect(pg_schema[0]) as connection:
+            rows = connection.execute(
+                "SELECT relname, vacuum_count FROM pg_stat_user_tables"
+                " WHERE schemaname = %s AND relname IN ('submissions', 'events')"
+                " ORDER BY relname",
+                (pg_schema[0],),
+            ).fetchall()
+        return [count for _, count in rows]
+
+    assert vacuums() == [0, 0]
+    assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2, dry_run=True) == 1
+    assert await store.purge(DECIDED_AT, DECIDED_AT + 2) == 0
+    assert vacuums() == [0, 0]
+    assert [e["count"] for e in logged_events.named("store.purged")] == [0]
+    assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 1
+    await poll(lambda: vacuums() == [1, 1], "the purge's VACUUM to be counted")
+    assert [e["count"] for e in logged_events.named("store.purged")] == [0, 1]
+    task = await store.get(submission(0).id)
+    assert task is not None and (task.submission.content, task.note) == (b"", None)
+
+
+def version_1_schema(postgresql: RunDatabase, schema: str, appended: list[Any]) -> None:
+    """
+    A schema as a Beacon of schema version 1 left it: migration 1 only,
+    C{appended} stored, the first one decided with a note.
+    """
+    with postgresql.connect(schema) as connection:
+        with connection.transaction():
+            connection.execute(
+                "CREATE TABLE beacon_schema ("
+                "version INTEGER NOT NULL, applied_at_ms BIGINT NOT NULL)"
+            )
+            for statement in MIGRATIONS[0]:
+                connection.execute(statement)
+            connection.execute("INSERT INTO beacon_schema VALUES (1, 0)")
+            for s in appended:
+                connection.execute(
+                    "INSERT INTO submissions (id, context_id, received_at_ms, door,"
+                    " source, kind, message_id, content, sha256)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (s.id, s.context_id, s.received_at_ms, s.door, s.source,
+                     s.kind, s.message_id, s.content, s.sha256),
+                )
+            connection.execute(
+                "INSERT INTO events (submission_id, state, at_ms, note)"
+                " VALUES (%s, %s, %s, %s)",
+                (appended[0].id, STATE_REJECTED, DECIDED_AT, "old note"),
+            )
+
+
+@pytest_twisted.ensureDeferred
+async def test_upgrade_from_version_1(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A version 1 schema with data (content that is no JSON, or no UTF-8,
+    included) is migrated at start-up: the rows stored before are
+    searchable, listed in the received order and purgeable, and the new
+    guards hold.
+    """
+    schema, _ = pg_schema
+    appended = [
+        submission(0, content=text("an old oldword submission"), received_at_ms=T0 + 5),
+        submission(1, content=structured("Old Sender", "Oldsubject", "old body"), received_at_ms=T0 + 9),
+        submission(2, content=b"not json at all oldword", received_at_ms=T0 + 1),
+        submission(3, content=bytes(range(256)), received_at_ms=T0 + 7),
+        submission(4, content=b'["oldword"]', received_at_ms=T0 + 3),
+    ]
+    version_1_schema(postgresql, schema, appended)
+    store = stores()
+    a = [s.id for s in appended]
+    assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [a[0]]
+    assert ids((await store.list_tasks(limit=10, search="sender oldsubject")).tasks) == [a[1]]
+    received = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+    assert [t.submission for t in received.tasks] == [appended[i] for i in (1, 3, 0, 4, 2)]
+    await store.append(submission(5, content=text("a new oldword")))
+    assert (await store.list_tasks(limit=10, search="oldword")).total == 2
+    assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 1
+    task = await store.get(a[0])
+    assert task is not None
+    assert (task.submission.content, task.note, task.purged_at_ms) == (b"", None, DECIDED_AT + 2)
+    assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [submission(5).id]
+    with postgresql.connect(schema) as connection:
+        assert connection.execute(
+            "SELECT version FROM beacon_schema ORDER BY version"
+        ).fetchall() == ALL_VERSIONS
+        with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
+            connection.execute("UPDATE submissions SET content = '' WHERE id = %s", (a[1],))
+
+
+def test_queries_can_use_the_indexes(
+    postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    The queries are spelled so that the indexes serve them: with sequential
+    scans (and, for the received order, sorts) made as dear as PostgreSQL
+    allows, the received order walks its index, an id prefix and a search
+    use theirs.
+    """
+    from beacon.store._postgres import DIALECT
+    from beacon.store._sql import PageRequest
+
+    schema, url = pg_schema
+    upgrade(url)
+
+    def plan(request: PageRequest, count: bool = False) -> str:
+        query, params = (
+            DIALECT.count_query(request) if count else DIALECT.page_query(request)
+        )
+        with postgresql.connect(schema) as connection:
+            connection.execute("SET enable_seqscan = off")
+            if request.id_prefix is None and request.search is None:
+                connection.execute("SET enable_sort = off")
+            rows = connection.execute(f"EXPLAIN {query}", params).fetchall()
+        return "\n".join(row[0] for row in rows)
+
+    first = plan(PageRequest(limit=50, sort=SORT_RECEIVED))
+    assert "Index Scan Backward using submissions_by_received" in first, first
+    after = plan(PageRequest(limit=50, sort=SORT_RECEIVED, after=(T0, 5)))
+    assert "submissions_by_received" in after and "Index Cond" in after, after
+    for count in (False, True):
+        prefix = plan(PageRequest(limit=50, sort=SORT_RECEIVED, id_prefix="0ab1c2"), count)
+        assert "submissions_by_id_prefix" in prefix, prefix
+        search = plan(PageRequest(limit=50, search="word"), count)
+        assert "submissions_search" in search, search
 
 
 # Lost connections and a lost server.
