@@ -33,7 +33,7 @@ from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.ssl import Certificate, DefaultOpenSSLContextFactory
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
-from twisted.logger import formatEvent
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.mail.imap4 import PLAINCredentials
 from twisted.mail.smtp import (
     ESMTP,
@@ -830,6 +830,56 @@ async def test_a_hanging_command_never_delays_a_receipt(
     assert await again.next() == "ok"
     assert [i for r in recorder.runs() for i in r["ids"]] == receipts
     await within(restarted.stopService())
+
+
+@pytest_twisted.ensureDeferred
+async def test_beacon_runs_the_command_for_a_submission_through_its_door(
+    tmp_path: Path, recorder: Recorder, logged_events: Any
+) -> None:
+    """makeService's tree on the real reactor, [notify] command set: a native submission's receipt comes back, and the command is told of it (the first submission after a quiet interval is told at once)."""
+    from treq.client import HTTPClient
+    from twisted.web.client import Agent, HTTPConnectionPool
+
+    from beacon.listeners import Listeners
+
+    data = tmp_path / "data"
+    config = build_config(
+        {"notify": {"command": recorder.argv}},
+        data_dir=str(data),
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+        operator_socket="",
+    )
+    told: Deferred[None] = Deferred()
+
+    def watch(event: dict[str, Any]) -> None:
+        if str(event.get("log_format", "")).startswith("notify.sent"):
+            # On the next turn: not inside the notifier's own logging call.
+            reactor.callLater(0, lambda: None if told.called else told.callback(None))
+
+    globalLogPublisher.addObserver(watch)
+    service = makeService(config, reactor)  # type: ignore[arg-type]
+    service.startService()
+    try:
+        port = next(s for s in service if isinstance(s, Listeners)).ports[0].getHost().port
+        client = HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor, persistent=False)))
+        response = await within(
+            client.post(
+                f"http://127.0.0.1:{port}/beacon/0.1/submissions",
+                json.dumps({"text": "hello " + SECRET}).encode(),
+                headers={"Content-Type": ["application/json"]},
+            )
+        )
+        receipt = (await within(response.json()))["receipt"]
+        assert response.code == 201
+        await within(told)
+        (run,) = recorder.runs()
+        assert run["ids"] == [receipt["id"]]
+        assert run["submissions"][0]["received"] == receipt["receivedAt"]
+        assert SECRET not in json.dumps(run)
+    finally:
+        globalLogPublisher.removeObserver(watch)
+        await within(service.stopService())
 
 
 def test_a_program_not_found_is_a_config_error() -> None:
