@@ -681,9 +681,10 @@ _ADDRESS = re.compile(r"\A[^\s@<>(),;:\\\"\[\]]+@[^\s@<>(),;:\\\"\[\]]+\Z")
 
 
 def _check_address(key: str, address: str) -> None:
-    if _ADDRESS.match(address) is None or not address.isprintable():
+    if _ADDRESS.match(address) is None or not address.isascii() or not address.isprintable():
         raise ConfigError(
-            f"[notify] {key}: {address!r} is not a bare mail address (user@host)"
+            f"[notify] {key}: {address!r} is not a bare ASCII mail address (user@host; "
+            "an international domain in its xn-- form)"
         )
 
 
