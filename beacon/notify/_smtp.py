@@ -320,8 +320,8 @@ class SMTPChannel:
             else:
                 sent.callback(None)
 
-        result.addBoth(done)
         self._sending.add(sent)
+        result.addBoth(done)
         return sent
 
     def stop(self) -> Deferred[None]:
