@@ -847,6 +847,7 @@ def test_operator_get_task_is_whole(operator: Driver, world: World) -> None:
             "door": "jsonrpc",
             "source": PEER,
             "kind": "text",
+            "size": len(submission.content),
         },
         "history": [
             {
