@@ -13,7 +13,7 @@ The summary (JSON, UTF-8, on the command's standard input)::
         {"id": "<id>", "received": "2026-12-01T18:59:29.123Z",
          "door": "native", "kind": "text", "size": 27},
         {"id": "<id>", "received": "2026-12-01T18:59:30.004Z",
-         "door": "a2a-jsonrpc", "kind": "structured", "size": 211,
+         "door": "jsonrpc", "kind": "structured", "size": 211,
          "subject": "Dataset licence question"}]}
 
 C{count} is how many submissions this notification carries (the length of
