@@ -199,6 +199,10 @@ class Notify:
         (its first line), read when the configuration is validated.
     @ivar smtp_password: The password read from C{smtp_password_file}
         (never shown by C{repr}).
+    @ivar smtp_ca_file: A PEM file of the certificates the mail server's
+        must chain to (a private CA, or the server's own self-signed
+        certificate), instead of the system's trust roots.
+    @ivar smtp_ca: The PEM certificates read from C{smtp_ca_file}.
     """
 
     command: tuple[str, ...] = ()
@@ -211,6 +215,8 @@ class Notify:
     smtp_user: str = ""
     smtp_password_file: str = ""
     smtp_password: str = field(default="", repr=False)
+    smtp_ca_file: str = ""
+    smtp_ca: tuple[bytes, ...] = field(default=(), repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -343,6 +349,7 @@ _SECTIONS: dict[str, set[str]] = {
         "mail_to",
         "smtp_user",
         "smtp_password_file",
+        "smtp_ca_file",
     },
 }
 
@@ -470,7 +477,7 @@ def _notify(values: dict[str, Any]) -> Notify:
             notify,
             include_content=_typed("notify", "include_content", values["include_content"], bool),
         )
-    for key in ("smtp", "mail_from", "smtp_user", "smtp_password_file"):
+    for key in ("smtp", "mail_from", "smtp_user", "smtp_password_file", "smtp_ca_file"):
         if key in values:
             text = _typed("notify", key, values[key], str)
             notify = replace(notify, **{key: text})  # type: ignore[arg-type]
@@ -706,7 +713,7 @@ def _check_notify(notify: Notify) -> Notify:
     if not (0 < notify.timeout <= 3_600):
         raise ConfigError("[notify] timeout must be above 0 and at most 3600 s")
     if not notify.smtp:
-        for key in ("mail_from", "mail_to", "smtp_user", "smtp_password_file"):
+        for key in ("mail_from", "mail_to", "smtp_user", "smtp_password_file", "smtp_ca_file"):
             if getattr(notify, key):
                 raise ConfigError(f"[notify] {key} needs smtp (the mail server's URL)")
         return notify
@@ -739,7 +746,40 @@ def _check_notify(notify: Notify) -> Notify:
                 "first line (at most 4096 bytes)"
             )
         notify = replace(notify, smtp_password=password)
+    if notify.smtp_ca_file:
+        notify = replace(notify, smtp_ca=_read_certificates(notify.smtp_ca_file))
     return notify
+
+
+_PEM_CERTIFICATE = re.compile(
+    rb"-----BEGIN CERTIFICATE-----\r?\n.+?\r?\n-----END CERTIFICATE-----", re.DOTALL
+)
+
+
+def _read_certificates(path: str) -> tuple[bytes, ...]:
+    """
+    The PEM certificates in C{path} ([notify] smtp_ca_file).
+
+    @raise ConfigError: It cannot be read or holds no certificate.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1024 * 1024 + 1)
+    except OSError as e:
+        raise ConfigError(f"[notify] smtp_ca_file: cannot read {path}: {e.strerror or e}") from None
+    blocks = tuple(_PEM_CERTIFICATE.findall(data))
+    if not blocks or len(data) > 1024 * 1024:
+        raise ConfigError(
+            f"[notify] smtp_ca_file: {path} must hold PEM certificates"
+            " (-----BEGIN CERTIFICATE-----), at most 1 MiB"
+        )
+    from beacon.notify import smtp_trust_root
+
+    try:
+        smtp_trust_root(blocks)
+    except ValueError as e:
+        raise ConfigError(f"[notify] smtp_ca_file: {path}: {e}") from None
+    return blocks
 
 
 def validate(config: Config) -> Config:

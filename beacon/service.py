@@ -49,7 +49,13 @@ from beacon.bindings.unix import (
 from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
 from beacon.bindings.native import NativeResources
 from beacon.bindings.websocket import WebSocketFactory, WebSocketResource, WebSocketService
-from beacon.notify import CommandChannel, INotificationChannel, Notifier, SMTPChannel
+from beacon.notify import (
+    CommandChannel,
+    INotificationChannel,
+    Notifier,
+    SMTPChannel,
+    smtp_trust_root,
+)
 from beacon.intake import (
     EXTENSION_DECLARATIONS,
     EXTENSION_METHODS,
@@ -372,6 +378,7 @@ def notifiers(
                 user=notify.smtp_user or None,
                 password=notify.smtp_password if notify.smtp_user else None,
                 connect_timeout=notify.timeout,
+                trust_root=smtp_trust_root(notify.smtp_ca),
             )
         )
     return [

@@ -58,6 +58,7 @@ from beacon.notify import (
     digest_message,
     inert,
     summary_json,
+    smtp_trust_root,
     summary_of,
 )
 from beacon.protocol import CallContext
@@ -1316,3 +1317,48 @@ def test_the_channels_provide_the_interface() -> None:
         INotificationChannel,
         SMTPChannel(reactor, Clock(), "127.0.0.1", 25, tls=False, mail_from="a@b.c", mail_to=["d@e.f"]),  # type: ignore[arg-type]
     )
+
+
+def test_smtp_ca_file(tmp_path: Path) -> None:
+    """[notify] smtp_ca_file: PEM certificates read at validation; clear errors otherwise."""
+    from test_websocket import _certificate
+
+    cert_path, _ = _certificate(tmp_path)
+    values = {
+        "smtp": "smtp://mail.example:587",
+        "mail_from": "beacon@example.org",
+        "mail_to": "reader@example.org",
+        "smtp_ca_file": str(cert_path),
+    }
+    notify = build_config({"notify": values}).notify
+    assert notify.smtp_ca == (cert_path.read_bytes().strip(),)
+    assert smtp_trust_root(notify.smtp_ca) is not None
+    assert smtp_trust_root(()) is None
+    with pytest.raises(ConfigError, match=r"\[notify\] smtp_ca_file: cannot read"):
+        build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "missing"))})
+    (tmp_path / "key.pem").write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    with pytest.raises(ConfigError, match=r"\[notify\] smtp_ca_file: .* must hold PEM certificates"):
+        build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "key.pem"))})
+    (tmp_path / "bad.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    with pytest.raises(ConfigError, match=r"\[notify\] smtp_ca_file: .*not a PEM certificate"):
+        build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "bad.pem"))})
+    with pytest.raises(ConfigError, match=r"smtp_ca_file needs smtp"):
+        build_config({"notify": {"command": [sys.executable], "smtp_ca_file": str(cert_path)}})
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mail_server_trusted_through_smtp_ca_file(
+    store: MemoryStore, clock: Clock, certificate: Any, listening: list[Any], tmp_path: Path
+) -> None:
+    """The trust root smtp_ca_file gives lets STARTTLS to a self-signed server succeed."""
+    server_tls, trusted = certificate
+    inbox = Inbox()
+    port = reactor.listenTCP(0, MailServer(inbox, tls=server_tls), interface="127.0.0.1")
+    listening.append(port)
+    root = smtp_trust_root([trusted.dumpPEM()])
+    notifier, channel = mail_notifier(store, clock, port.getHost().port, root)
+    submit(store, clock)
+    clock.advance(0)
+    assert (await channel.next()) == "ok"
+    assert sorted(r for r, _ in inbox.messages) == ["reader@inbox.example", "second@inbox.example"]
+    await within(notifier.stopService())

@@ -30,7 +30,13 @@ from beacon.notify._notifier import (
     STOP_TIMEOUT,
     Notifier,
 )
-from beacon.notify._smtp import SHORT_ID, SMTPChannel, digest_message, digest_text
+from beacon.notify._smtp import (
+    SHORT_ID,
+    SMTPChannel,
+    digest_message,
+    digest_text,
+    smtp_trust_root,
+)
 from beacon.notify._summary import inert, summary_json, summary_of
 
 __all__ = [
@@ -52,4 +58,5 @@ __all__ = [
     "resolve_program",
     "summary_json",
     "summary_of",
+    "smtp_trust_root",
 ]

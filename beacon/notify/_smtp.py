@@ -26,7 +26,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IReactorTCP, IReactorTime
 from twisted.internet.protocol import connectionDone
-from twisted.internet.ssl import optionsForClientTLS
+from twisted.internet.ssl import Certificate, optionsForClientTLS, trustRootFromCertificates
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -216,6 +216,24 @@ def _sender_factory(
     )
     factory.beacon_result = result
     return factory
+
+
+
+def smtp_trust_root(certificates: Sequence[bytes]) -> Any:
+    """
+    What the mail server's certificate must chain to: the PEM
+    C{certificates} (C{[notify] smtp_ca_file}), or, with none, the system's
+    trust roots (L{None}).
+
+    @raise ValueError: A certificate cannot be read.
+    """
+    if not certificates:
+        return None
+    try:
+        loaded = [Certificate.loadPEM(pem) for pem in certificates]
+    except Exception as e:
+        raise ValueError(f"not a PEM certificate: {e}") from None
+    return trustRootFromCertificates(loaded)
 
 
 @implementer(INotificationChannel)
