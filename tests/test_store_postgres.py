@@ -808,6 +808,47 @@ def test_queries_can_use_the_indexes(
         assert "submissions_search" in search, search
 
 
+def test_search_never_runs_in_parallel_workers(
+    postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    The search text function catches bad content in a subtransaction,
+    which a parallel worker may not start: it is not parallel safe, so a
+    search that reads every row (here the planner is pushed to a parallel
+    sequential scan) still answers.
+    """
+    from beacon.store._postgres import DIALECT
+    from beacon.store._sql import PageRequest
+
+    schema, url = pg_schema
+    upgrade(url)
+    with postgresql.connect(schema) as connection:
+        connection.execute(
+            "INSERT INTO submissions (id, context_id, received_at_ms, door, source,"
+            " kind, message_id, content, sha256)"
+            " SELECT 'id' || n, 'c', n, 'd', 's', 'text', 'm',"
+            " convert_to('{\"text\":\"word ' || n || '\"}', 'UTF8'), 'x'"
+            " FROM generate_series(1, 2000) AS n"
+        )
+        connection.execute("ANALYZE submissions")
+        for setting in (
+            "parallel_setup_cost = 0",
+            "parallel_tuple_cost = 0",
+            "min_parallel_table_scan_size = 0",
+            "max_parallel_workers_per_gather = 2",
+            "enable_bitmapscan = off",
+            "enable_indexscan = off",
+        ):
+            connection.execute(f"SET {setting}")
+        query, params = DIALECT.count_query(PageRequest(limit=1, search="word"))
+        assert connection.execute(query, params).fetchone() == (2000,)
+        (volatility, parallel, cost) = connection.execute(
+            "SELECT provolatile, proparallel, procost FROM pg_proc"
+            " WHERE proname = 'beacon_search_text'"
+        ).fetchone() or (None, None, None)
+    assert (volatility, parallel, cost) == ("i", "u", 1000)
+
+
 # Lost connections and a lost server.
 
 
