@@ -949,6 +949,9 @@ async def test_search_words(store: Store) -> None:
     assert await found("NEAR(school meeting)") == []
     assert await found("sch*") == []
     assert await found("l'école") == [a[0]]
+    # What no database text can hold is no word: the rest is searched.
+    assert await found("school\x00meeting") == [a[1]]
+    assert await found("school \ud800 meeting") == [a[1]]
 
 
 @pytest.mark.parametrize("search", ["", " ", "!?", "_", "--", '"', "*", "()"])

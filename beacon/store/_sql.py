@@ -148,7 +148,11 @@ class Dialect:
         if self.search_quotes_words:
             # A word holds letters and digits only: no quote to escape.
             return " ".join(f'"{word}"' for word in words)
-        return search
+        # What a text parameter cannot carry (NUL, a lone surrogate) is no
+        # word anyway.
+        return (
+            search.encode("utf-8", "replace").decode("utf-8").replace("\x00", " ")
+        )
 
     def after_cursor(
         self,

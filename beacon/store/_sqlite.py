@@ -187,12 +187,15 @@ MIGRATIONS: list[tuple[str, ...]] = [
     (
         "CREATE INDEX submissions_by_received ON submissions (received_at_ms, seq)",
         # No content of its own (content=''): the text stays in submissions.
-        # remove_diacritics 0: words match as written, in any case, as on
-        # PostgreSQL's 'simple' configuration.
+        # No column sizes (columnsize=0): they serve ranking, which Beacon
+        # does not use, and cost a row each. remove_diacritics 0: words
+        # match as written, in any case, as on PostgreSQL's 'simple'
+        # configuration.
         f"""
         CREATE VIRTUAL TABLE {SEARCH_TABLE} USING fts5(
             searchable,
             content = '',
+            columnsize = 0,
             tokenize = 'unicode61 remove_diacritics 0'
         )
         """,

@@ -453,7 +453,7 @@ class ThreadedStore(Service):
             searched = self._dialect.search_parameter(search)
             if searched is None:
                 return succeed(nothing)
-        if self._unreadable(state, context_id, door, search):
+        if self._unreadable(state, context_id, door):
             return succeed(nothing)
         request = PageRequest(
             limit=limit,
