@@ -1,10 +1,12 @@
 """
 The submission store: one behaviour suite over SQLiteStore, MemoryStore and
-PostgreSQLStore (appends, status, the review surface's get, list_tasks and
-decide, and listeners), and the SQLite backend's own promises (group commit
-shared by appends and decisions, durability settings, schema versioning,
-append-only triggers, one decision per submission in the database itself,
-orderly stop).
+PostgreSQLStore (appends, status, the review surface's get, list_tasks in
+both orders with every filter, search and id prefixes, decide, purge,
+notification cursors, and listeners), and the SQLite backend's own promises
+(group commit shared by appends and decisions, durability settings, schema
+versioning and the upgrade from version 1, append-only triggers but for a
+purge, a purge leaving nothing in the file or its WAL, the query plans, one
+decision per submission in the database itself, orderly stop).
 
 SQLiteStore and PostgreSQLStore run their threads against the real global
 reactor that pytest-twisted runs; tests wait on Deferreds, never on time

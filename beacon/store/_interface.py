@@ -249,10 +249,12 @@ class ISubmissionStore(Interface):
         Erase the content of every decided, not yet purged submission whose
         decision was made strictly before C{decided_before_ms}: its content
         (C{b""}), the decision's note, and its searchable text, from the
-        database file too. The id, context, times, door, source, kind,
-        message id, sha256 and state stay, so status and receipts still
-        answer. The one change to stored data Beacon makes; made by a
-        person.
+        database file too (SQLite: neither the file nor its WAL holds them
+        afterwards; PostgreSQL: the space of the old row versions is
+        vacuumed for reuse, and C{VACUUM FULL} rewrites it). The id,
+        context, times, door, source, kind, message id, sha256 and state
+        stay, so status and receipts still answer. The one change to stored
+        data Beacon makes; made by a person. Listeners hear nothing of it.
 
         @param at_ms: When the purge was made (C{StoredTask.purged_at_ms}).
         @param dry_run: Count only; change nothing.

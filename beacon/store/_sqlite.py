@@ -711,24 +711,29 @@ class SQLiteStore(ThreadedStore):
         """
         if dry_run:
             return self._on_writer(self._count_purgeable, decided_before_ms)
-        connection = self._thread_connection(query_only=False)
         try:
+            connection = self._thread_connection(query_only=False)
             connection.execute("PRAGMA secure_delete=ON")
             try:
                 count = self._on_writer(self._purge_rows, decided_before_ms, at_ms)
             finally:
                 connection.execute("PRAGMA secure_delete=OFF")
-            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error as e:
             raise StoreError(
                 f"could not purge in {self.path}: {type(e).__name__}: {e}"
             ) from e
-        if busy:
+        try:
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            reason = "readers kept it from being truncated" if busy else None
+        except sqlite3.Error as e:
+            reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
             self.log.warn(
-                "store.purge_checkpoint_busy: the purge is committed, but"
-                " readers kept the WAL of {path} from being truncated; the"
-                " erased content leaves it at a later checkpoint",
+                "store.purge_checkpoint_failed: the purge is committed, but the"
+                " WAL of {path} was not emptied ({reason}); the erased content"
+                " leaves it at a later checkpoint",
                 path=self.path,
+                reason=reason,
             )
         return count
 
