@@ -933,6 +933,86 @@ def test_deciding_twice_is_refused(operator: Driver, world: World) -> None:
     assert stored is not None and (stored.state, stored.note) == ("TASK_STATE_COMPLETED", None)
 
 
+def test_review_list_finds(operator: Driver, world: World) -> None:
+    """
+    beacon.review.List: newest received first whatever was decided, with
+    full-text search, state and id-prefix filters, and keyset pages.
+    """
+    first = world.submit("buy now, cheap", advance=1)
+    second = world.submit("a real question", advance=1)
+    third = world.submit("BUY it NOW", advance=1)
+    result(operator.call(decide(first, "reject"), extensions=(REVIEW_EXTENSION,)))
+
+    def listed(**params: Any) -> Any:
+        return result(operator.call(rpc("beacon.review.List", params), extensions=(REVIEW_EXTENSION,)))
+
+    assert [t["id"] for t in listed()["tasks"]] == [third, second, first]
+    assert [t["id"] for t in listed(sort="updated")["tasks"]] == [first, third, second]
+    found = listed(search="buy now")
+    assert [t["id"] for t in found["tasks"]] == [third, first] and found["totalSize"] == 2
+    assert [t["id"] for t in listed(search="buy now", status="TASK_STATE_SUBMITTED")["tasks"]] == [third]
+    assert [t["id"] for t in listed(idPrefix=second[:12])["tasks"]] == [second]
+    page = listed(pageSize=2, includeTotal=False)
+    assert [t["id"] for t in page["tasks"]] == [third, second] and "totalSize" not in page
+    rest = listed(pageSize=2, pageToken=page["nextPageToken"])
+    assert [t["id"] for t in rest["tasks"]] == [first] and rest["nextPageToken"] == ""
+    assert "history" not in listed(historyLength=0)["tasks"][0]
+
+
+def test_decide_many(operator: Driver, world: World, logged_events: Any) -> None:
+    """
+    beacon.review.DecideMany decides each id with one note, says which were
+    already decided and which name nothing, and logs each decision.
+    """
+    ids = [world.submit(f"junk {n}") for n in range(3)]
+    result(operator.call(decide(ids[0], "accept"), extensions=(REVIEW_EXTENSION,)))
+    params = {"ids": [*ids, "unknown"], "decision": "reject", "note": "flood"}
+    answer = result(operator.call(rpc("beacon.review.DecideMany", params), extensions=(REVIEW_EXTENSION,)))
+    assert answer == {
+        "decision": "reject",
+        "decided": ids[1:],
+        "alreadyDecided": [{"id": ids[0], "state": "TASK_STATE_COMPLETED"}],
+        "notFound": ["unknown"],
+        "failed": [],
+    }
+    for task_id in ids[1:]:
+        stored = world.store._task(task_id)
+        assert stored is not None and (stored.state, stored.note) == ("TASK_STATE_REJECTED", "flood")
+    assert [e["task_id"] for e in logged_events.named("review.decided")] == ids
+
+
+def test_purge(operator: Driver, world: World, logged_events: Any) -> None:
+    """
+    beacon.review.Purge erases decided content and notes (a dry run only
+    counts), logs the count only; the task keeps its receipt and state, and
+    the public GetTask still answers.
+    """
+    task_id = world.submit("private words", advance=1)
+    kept = world.submit("undecided words", advance=1)
+    result(operator.call(decide(task_id, "reject", "a private note"), extensions=(REVIEW_EXTENSION,)))
+    world.clock.advance(10)
+
+    def purge(**params: Any) -> Any:
+        return result(operator.call(rpc("beacon.review.Purge", params), extensions=(REVIEW_EXTENSION,)))
+
+    assert purge(decidedBefore="2030-01-01T00:00:00Z", dryRun=True) == {"purged": 1, "dryRun": True}
+    assert logged_events.named("review.purged") == []
+    assert purge(decidedBefore="2027-01-15T08:00:00.000Z") == {"purged": 0, "dryRun": False}
+    assert purge(decidedBefore="2030-01-01T00:00:00Z") == {"purged": 1, "dryRun": False}
+    assert [e["count"] for e in logged_events.named("review.purged")] == [0, 1]
+    assert "private" not in repr(logged_events.named("review.purged"))
+    task = result(operator.call(rpc("GetTask", {"id": task_id})))
+    assert "history" not in task and task["metadata"]["purgedAt"].endswith("Z")
+    assert task["metadata"]["receipt"]["id"] == task_id and task["metadata"]["size"] == 0
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "a private note" not in json.dumps(task)
+    assert result(operator.call(rpc("GetTask", {"id": kept})))["history"][0]["parts"] == [
+        {"text": "undecided words"}
+    ]
+    public = world.driver("jsonrpc")
+    assert result(public.call(rpc("GetTask", {"id": task_id})))["status"]["state"] == "TASK_STATE_REJECTED"
+
+
 @pytest.mark.parametrize(
     "params, code, reason",
     [
