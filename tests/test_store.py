@@ -46,7 +46,6 @@ from beacon.store import (
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
-    NotificationBatch,
     PostgreSQLStore,
     SQLiteStore,
     StoredTask,
