@@ -21,16 +21,13 @@ from typing import IO, Any
 
 from beacon.client import AgentCard, RPCError
 from beacon.protocol import STATE_COMPLETED
+from beacon.text import inert_text
 
 #: The review commands' own words for a state, where they differ from its
 #: name (C{TASK_STATE_SUBMITTED} reads as C{submitted}): accepting a
 #: submission completes its task.
 STATE_WORDS = {STATE_COMPLETED: "accepted"}
 
-#: Unicode categories never printed as they are: controls, format
-#: characters (bidi overrides, zero-width), surrogates, line and paragraph
-#: separators.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _TIMESTAMP = re.compile(r"\A(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?Z\Z")
 
 
@@ -51,15 +48,6 @@ class Output:
 # Making server text inert.
 
 
-def _escape(character: str) -> str:
-    code = ord(character)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
 def inert(value: Any, *, newlines: bool = False) -> str:
     """
     Server-supplied C{value} as text that cannot act on a terminal: every
@@ -70,12 +58,7 @@ def inert(value: Any, *, newlines: bool = False) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return "".join(
-        c
-        if (newlines and c == "\n") or unicodedata.category(c) not in _UNSAFE_CATEGORIES
-        else _escape(c)
-        for c in text
-    )
+    return inert_text(text, keep_lines=newlines)
 
 
 def json_text(value: Any, *, indent: int | None = 2) -> str:

@@ -27,41 +27,18 @@ or C{{"message": ...}}) only when C{include_content} is on.
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 from beacon.protocol import format_timestamp
+from beacon.text import inert_text
 from beacon.store import NotificationBatch, StoredTask
-
-#: Unicode categories never shown as they are (as C{beacon review} does):
-#: controls, format characters (bidi overrides, zero-width), surrogates,
-#: line and paragraph separators.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def _escape(character: str) -> str:
-    code = ord(character)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
 
 def inert(text: str, *, keep_lines: bool = False) -> str:
     """
-    C{text} with every control, format or separator character written as a
-    visible backslash escape (C{\\x1b}), so that it is shown, never obeyed:
-    one line, unless C{keep_lines}, which keeps line feeds.
+    C{text} made inert (see L{beacon.text.inert_text}): one line, unless
+    C{keep_lines}.
     """
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(
-        c
-        if (keep_lines and c == "\n") or unicodedata.category(c) not in _UNSAFE_CATEGORIES
-        else _escape(c)
-        for c in text
-    )
+    return inert_text(text, keep_lines=keep_lines)
 
 
 def content_document(task: StoredTask) -> dict[str, Any] | None:
