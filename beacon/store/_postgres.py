@@ -548,21 +548,11 @@ class PostgreSQLStore(ThreadedStore):
 
         @raises StoreError: If the transaction failed.
         """
-        try:
-            for attempt in (1, 2):
-                connection, fresh = self._thread_connection("writer")
-                try:
-                    with connection.transaction():
-                        return f(connection, *args)
-                except psycopg.Error:
-                    if not broken(connection):
-                        raise
-                    self._discard(connection)
-                    if fresh or attempt == 2:
-                        raise
-        except psycopg.Error as e:
-            raise StoreError(f"could not write to {self.url}: {describe(e)}") from e
-        raise AssertionError("unreachable")  # pragma: no cover
+        def transaction(connection: psycopg.Connection[Any]) -> _T:
+            with connection.transaction():
+                return f(connection, *args)
+
+        return self._retried("writer", "write to", transaction)
 
     def _purge_now(self, decided_before_ms: int, at_ms: int, dry_run: bool) -> int:
         """
@@ -655,11 +645,23 @@ class PostgreSQLStore(ThreadedStore):
 
         @raises StoreError: If the read failed.
         """
+        return self._retried("reader", "read from", lambda connection: f(connection, *args))
+
+    def _retried(
+        self, role: str, doing: str, f: Callable[[psycopg.Connection[Any]], _T]
+    ) -> _T:
+        """
+        Run C{f} with this thread's connection for C{role}; if a connection
+        that had been idle turns out broken, once more on a new one.
+
+        @param doing: What failed, for the error (C{"read from"}).
+        @raises StoreError: If it failed.
+        """
         try:
             for attempt in (1, 2):
-                connection, fresh = self._thread_connection("reader")
+                connection, fresh = self._thread_connection(role)
                 try:
-                    return f(connection, *args)
+                    return f(connection)
                 except psycopg.Error:
                     if not broken(connection):
                         raise
@@ -667,7 +669,7 @@ class PostgreSQLStore(ThreadedStore):
                     if fresh or attempt == 2:
                         raise
         except psycopg.Error as e:
-            raise StoreError(f"could not read from {self.url}: {describe(e)}") from e
+            raise StoreError(f"could not {doing} {self.url}: {describe(e)}") from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _select_page(
