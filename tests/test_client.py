@@ -34,6 +34,8 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from beacon.client import (
+    DEFAULT_PREFERENCE,
+    HTTP_JSON,
     LEGACY_WEBSOCKET,
     UNIX_BINDING,
     WEBSOCKET_BINDING,
@@ -151,20 +153,32 @@ def test_card_url() -> None:
 # 2. Interface selection.
 
 
-def test_selection_takes_the_cards_first_usable_entry() -> None:
-    """Unknown bindings and 0.3 interfaces are skipped; the first usable entry in card order wins."""
+def test_selection_prefers_jsonrpc_then_http_json_then_websocket() -> None:
+    """Unknown bindings and 0.3 interfaces are skipped; by default JSON-RPC, then HTTP+JSON, then WebSocket, whatever the card's order; within a binding the card's first entry."""
     card = parse_card(
         a_card(
             [
                 {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
                 jsonrpc("https://a.example/old", "0.3"),
                 {"url": "wss://a.example/ws", "protocolBinding": LEGACY_WEBSOCKET, "protocolVersion": "1.0"},
+                {"url": "https://a.example/rest", "protocolBinding": HTTP_JSON, "protocolVersion": "1.0"},
                 jsonrpc("https://a.example/rpc"),
+                jsonrpc("https://a.example/rpc2"),
             ]
         )
     )
-    assert select_interface(card).interface.url == "wss://a.example/ws"
-    assert select_interface(card, ["jsonrpc", "websocket"]).interface.url == "https://a.example/rpc"
+    assert DEFAULT_PREFERENCE == ("jsonrpc", "http+json", "websocket", "unix")
+    assert select_interface(card).interface.url == "https://a.example/rpc"
+    chosen = select_interface(card, ["http+json", "jsonrpc"])
+    assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
+    assert select_interface(card, ["websocket", "jsonrpc"]).interface.url == "wss://a.example/ws"
+    # The card's spellings and any case name a binding too.
+    assert select_interface(card, ["HTTP+JSON"]).kind == "http+json"
+    assert select_interface(card, ["WEBSOCKET"]).kind == "websocket"
+    without_jsonrpc = parse_card(a_card([dict(i) for i in card.raw["supportedInterfaces"][:4]]))
+    assert select_interface(without_jsonrpc).kind == "http+json"
+    with pytest.raises(ValueError, match="unknown binding 'grpc'"):
+        select_interface(card, ["grpc"])
 
 
 def test_only_unknown_bindings_is_no_compatible_interface() -> None:
@@ -173,15 +187,18 @@ def test_only_unknown_bindings_is_no_compatible_interface() -> None:
         a_card(
             [
                 {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
                 {"url": "https://a/", "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"},
+                {"url": "ws://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             ]
         )
     )
     with pytest.raises(NoCompatibleInterface) as caught:
         select_interface(card)
-    assert len(caught.value.skipped) == 3
+    assert len(caught.value.skipped) == 4
     assert "GRPC 1.0: binding not implemented" in str(caught.value)
+    assert "HTTP+JSON 0.3: protocolVersion is not 1.x" in str(caught.value)
+    assert "HTTP+JSON 1.0: not an http(s) URL" in str(caught.value)
 
 
 def test_unix_interface_needs_a_configured_socket() -> None:
