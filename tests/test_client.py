@@ -10,20 +10,17 @@ sleeps. Only the a2a-sdk agent (a subprocess) is waited for, boundedly.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
+from peers.sdk_agent import sdk_agent as start_sdk_agent
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.internet.protocol import Factory, Protocol
@@ -60,11 +57,6 @@ from beacon.client import (
 from beacon.config import build_config
 from beacon.service import makeService
 
-AGENT = Path(__file__).parent / "peers" / "a2a_sdk_agent.py"
-#: How long the a2a-sdk agent subprocess may take to serve its card, and to
-#: stop: safety nets for a loaded machine (it starts in about a second idle).
-START_TIMEOUT = 120.0
-STOP_TIMEOUT = 60.0
 
 
 def a_card(interfaces: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
@@ -310,45 +302,18 @@ async def test_beacon_operator_socket(beacon: tuple[str, str]) -> None:
 
 @pytest.fixture
 def sdk_agent() -> Iterator[str]:
-    """The a2a-sdk test agent on a loopback socket bound here; its base URL."""
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen(16)
-    port = listening.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(AGENT), "--fd", str(listening.fileno()), "--port", str(port)],
-        pass_fds=[listening.fileno()],
-        stdin=subprocess.DEVNULL,
-    )
-    listening.close()
-    try:
-        # Wait (bounded, blocking) until it serves, so that the client under
-        # test, whose own timeouts run on the real reactor, never waits for
-        # the agent's start-up (imports a loaded machine does slowly).
-        ready = http.client.HTTPConnection("127.0.0.1", port, timeout=START_TIMEOUT)
-        try:
-            ready.request("GET", "/.well-known/agent-card.json")
-            status = ready.getresponse().status
-        except OSError as e:
-            pytest.fail(f"the a2a-sdk agent did not serve (exit code {process.poll()}): {e!r}")
-        finally:
-            ready.close()
-        assert status == 200, status
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(STOP_TIMEOUT)
+    """The a2a-sdk test agent (JSON-RPC and HTTP+JSON) on loopback; its base URL."""
+    with start_sdk_agent() as url:
+        yield url
 
 
 @pytest_twisted.ensureDeferred
 async def test_a2a_sdk_agent(sdk_agent: str) -> None:
-    """Against the a2a-sdk: SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
+    """Against the a2a-sdk: its card lists HTTP+JSON first, yet JSON-RPC is chosen by default; SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
     client = await A2AClient.discover(reactor, sdk_agent)
     assert client.card is not None and client.card.capabilities.streaming
+    assert client.card.supported_interfaces[0].protocol_binding == HTTP_JSON
+    assert client.selected.kind == "jsonrpc"
     answer = await client.send_message(text_message("hi"))
     task = await client.get_task(answer["task"]["id"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -358,6 +323,45 @@ async def test_a2a_sdk_agent(sdk_agent: str) -> None:
     assert any("artifactUpdate" in e for e in events)
     outcome = await client.send_text("yo")
     assert outcome.ok and outcome.text == "echo: yo"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a2a_sdk_agent_over_http_json(sdk_agent: str) -> None:
+    """Against the a2a-sdk's REST routes: every method it serves answers as over JSON-RPC, and its errors are the same RPCErrors (code, reason) over both bindings."""
+    rest = await A2AClient.discover(reactor, sdk_agent, preference=["http+json"])
+    rpc = await A2AClient.discover(reactor, sdk_agent, preference=["jsonrpc"])
+    assert rest.selected.kind == "http+json" and rest.address.endswith("/a2a/rest")
+    answer = await rest.send_message(text_message("hi"))
+    task_id = answer["task"]["id"]
+    assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = await rest.get_task(task_id, history_length=1)
+    assert task["id"] == task_id and len(task.get("history", [])) <= 1
+    assert (await rpc.get_task(task_id))["id"] == task_id
+    page = await rest.list_tasks(pageSize=10, includeArtifacts=True, status="TASK_STATE_COMPLETED")
+    assert task_id in [t["id"] for t in page["tasks"]]
+    events = await rest.send_streaming_message(text_message("streamed")).collect()
+    assert list(events[0]) == ["task"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any("artifactUpdate" in e for e in events)
+    outcome = await rest.send_text("yo")
+    assert outcome.ok and outcome.text == "echo: yo"
+    for client in (rest, rpc):
+        with pytest.raises(RPCError) as unknown:
+            await client.get_task("no-such-task")
+        assert (unknown.value.code, unknown.value.reason) == (-32001, "TASK_NOT_FOUND")
+        with pytest.raises(RPCError) as cancel_unknown:
+            await client.cancel_task("no-such:task")
+        assert (cancel_unknown.value.code, cancel_unknown.value.reason) == (-32001, "TASK_NOT_FOUND")
+        with pytest.raises(RPCError) as done:
+            await client.cancel_task(task_id)
+        assert (done.value.code, done.value.reason) == (-32002, "TASK_NOT_CANCELABLE")
+        with pytest.raises(RPCError) as push:
+            await client.get_task_push_notification_config(task_id, "c")
+        assert push.value.code == -32003
+    assert unknown.value.http_status is None
+    with pytest.raises(RPCError) as over_rest:
+        await rest.get_task("no-such-task")
+    assert (over_rest.value.http_status, over_rest.value.status_name) == (404, "NOT_FOUND")
 
 
 # 5. Hostile fakes.
