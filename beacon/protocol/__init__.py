@@ -41,8 +41,9 @@ from beacon.protocol._errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
     error_object,
+    status_object,
 )
-from beacon.protocol._errors import ERROR_INFO_TYPE, RETRY_INFO_TYPE
+from beacon.protocol._errors import BAD_REQUEST_TYPE, ERROR_INFO_TYPE, RETRY_INFO_TYPE
 from beacon.protocol._native import INativeHandler
 from beacon.protocol._stream import CollectingSink, EventStream, IStreamSink
 from beacon.protocol._jsonrpc import (
@@ -60,6 +61,7 @@ from beacon.protocol._jsonrpc import (
 from beacon.protocol.types import (
     Message,
     ParamsReader,
+    QueryText,
     params_parser,
     Part,
     STATE_CANCELED,
@@ -82,10 +84,12 @@ __all__ = [
     "WEBSOCKET_BINDING",
     "websocket_url",
     "A2A_DOMAIN",
+    "BAD_REQUEST_TYPE",
     "ERROR_INFO_TYPE",
     "MAX_NUMERIC_ID",
     "MAX_REQUEST_ID_LENGTH",
     "ParamsReader",
+    "QueryText",
     "RETRY_INFO_TYPE",
     "RequestId",
     "A2AError",
@@ -129,6 +133,7 @@ __all__ = [
     "VersionNotSupportedError",
     "dumps",
     "error_object",
+    "status_object",
     "failure",
     "params_parser",
     "request_id_of",
