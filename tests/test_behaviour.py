@@ -220,7 +220,7 @@ def test_send_message_stores_a_submission(
 SEND_REFUSALS: list[tuple[str, Any, int, str, list[str]]] = [
     ("file bytes", message({"raw": "aGk="}), -32005, "CONTENT_TYPE_NOT_SUPPORTED", []),
     ("file url", message({"url": "https://x.example/f"}), -32005, "CONTENT_TYPE_NOT_SUPPORTED", []),
-    ("task id", message({"text": "t"}, taskId="t-1"), -32004, "UNSUPPORTED_OPERATION", []),
+    ("unknown task id", message({"text": "t"}, taskId="t-1"), -32001, "TASK_NOT_FOUND", []),
     ("context id", message({"text": "t"}, contextId="c-1"), -32004, "UNSUPPORTED_OPERATION", []),
     (
         "push config",
@@ -279,6 +279,23 @@ def test_send_message_refusals(
     if fields:
         assert set(violations(answer)) == set(fields)
     assert world.store.submissions == {}
+
+
+def test_send_message_continues_no_task(public: Driver, world: World) -> None:
+    """
+    A message whose taskId names a stored submission is refused -32004 (each
+    submission opens a new task), with a contextId too; one whose taskId
+    names no task is -32001 (A2A 3.4.2); nothing is stored either way.
+    """
+    task_id = world.submit("the first")
+    before = dict(world.store.submissions)
+    for fields in ({"taskId": task_id}, {"taskId": task_id, "contextId": "c-1"}):
+        answer = public.call(rpc("SendMessage", message({"text": "more"}, **fields)))
+        assert error(answer) == (-32004, "UNSUPPORTED_OPERATION", [])
+    for fields in ({"taskId": task_id + "x"}, {"taskId": "nope", "contextId": "c-1"}):
+        answer = public.call(rpc("SendMessage", message({"text": "more"}, **fields)))
+        assert error(answer) == (-32001, "TASK_NOT_FOUND", [])
+    assert world.store.submissions == before
 
 
 def test_notification_is_run_and_never_answered(public: Driver, world: World) -> None:
