@@ -149,6 +149,10 @@ PLAIN = {
     "unparsable JSON": post(b"{nope"),
     "no version": post(SEND).replace(b"A2A-Version: 1.0\r\n", b""),
     "GET of the endpoint": get(b"/a2a/v1"),
+    "SendMessage to the endpoint with a slash": post(SEND, b"/a2a/v1/"),
+    "GET of the endpoint with a slash": get(b"/a2a/v1/"),
+    "card with a slash": get(b"/.well-known/agent-card.json/"),
+    "under a leaf": get(b"/.well-known/agent-card.json/more"),
     "HEAD of the endpoint": get(b"/a2a/v1", method=b"HEAD"),
     "native submission": post(
         json.dumps({"subject": "s", "body": "b", "from": {"name": "n"}}).encode(),
@@ -163,7 +167,7 @@ PLAIN = {
 
 HANDED_OVER = {
     "unknown path": get(b"/nowhere"),
-    "trailing slash": get(b"/a2a/v1/"),
+    "empty segment": get(b"/a2a//v1"),
     "percent-escape": get(b"/.well-known/agent-card%2Ejson"),
     "HTTP/1.0": get(b"/.well-known/agent-card.json").replace(b"HTTP/1.1", b"HTTP/1.0"),
     "absolute form": get(b"http://x/.well-known/agent-card.json").replace(b"GET http", b"GET http"),
@@ -433,7 +437,7 @@ def test_a_closing_connection_that_does_not_drain_is_aborted() -> None:
 
 
 def test_routes_only_through_beacons_containers() -> None:
-    """Direct routing follows the children of Beacon's own Containers only: never through another resource, nor a Container subclass (either may route itself)."""
+    """Direct routing follows the children of Beacon's own Containers only: never through another resource, nor a Container subclass (either may route itself); a leaf takes the rest of the path."""
 
     class Gate(Resource):
         def getChildWithDefault(self, path: bytes, request: Any) -> Any:
@@ -449,14 +453,17 @@ def test_routes_only_through_beacons_containers() -> None:
         root.putChild(name, parent)
     root.putChild(b"fast", fast)
     root.putChild(b"plain", Resource())
-    assert direct_resource(root, b"/fast") is fast
-    assert direct_resource(root, b"/box/fast") is fast
+    assert direct_resource(root, b"/fast") == (fast, [])
+    assert direct_resource(root, b"/box/fast") == (fast, [])
     assert direct_resource(root, b"/gate/fast") is None
     assert direct_resource(root, b"/resource/fast") is None
     assert direct_resource(root, b"/routing/fast") is None
     assert direct_resource(Resource(), b"/fast") is None
     assert direct_resource(root, b"/plain") is None
-    assert direct_resource(root, b"/fast/more") is None
+    # A leaf takes the rest of the path, as twisted.web gives it.
+    assert direct_resource(root, b"/fast/more") == (fast, [b"more"])
+    assert direct_resource(root, b"/box/fast/") == (fast, [b""])
+    assert direct_resource(root, b"/box//fast") is None
     assert direct_resource(root, b"/") is None
 
 

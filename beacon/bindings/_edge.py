@@ -212,9 +212,12 @@ class MethodsResource(Resource):
     allowed: tuple[bytes, ...] = ()
     #: Who answers a CORS preflight (C{OPTIONS}); None: nobody.
     cors: IPreflight | None = None
+    #: Whether the path with a slash after it names this resource too (an
+    #: RPC endpoint a client may address as C{<interface URL>/}).
+    trailing_slash = False
 
     def render(self, request: server.Request) -> bytes | int:
-        if request.postpath:
+        if request.postpath and not (self.trailing_slash and request.postpath == [b""]):
             answer = refuse(request, 404, "not_found", "no such resource")
         elif (
             request.method == b"OPTIONS"

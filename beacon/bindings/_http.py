@@ -8,7 +8,7 @@ Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
         ETag and Last-Modified (304 on a matching If-None-Match or
         If-Modified-Since); any other method: 405 with Allow.
 
-    POST /a2a/v1            (JSON-RPC 2.0, one request per body)
+    POST /a2a/v1            (JSON-RPC 2.0, one request per body; /a2a/v1/ too)
         A2A-Version: 1.0    header, or ?A2A-Version=1.0 (the header wins)
         A2A-Extensions: ... optional; activated ones are echoed
         -> 200 application/json {"jsonrpc":"2.0","id":...,"result"|"error"}
@@ -669,10 +669,13 @@ def _header(request: server.Request, name: bytes) -> str | None:
 
 class JSONRPCResource(MethodsResource):
     """
-    The A2A JSON-RPC binding: one POSTed request, one JSON response.
+    The A2A JSON-RPC binding: one POSTed request, one JSON response. Its
+    path with a slash after it is the same endpoint (clients that join
+    paths to the interface URL POST to C{/a2a/v1/}).
     """
 
     allowed = (b"POST",)
+    trailing_slash = True
 
     def __init__(
         self,
