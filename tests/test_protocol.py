@@ -775,8 +775,8 @@ def test_query_text_lists() -> None:
 
 
 #: Each error class: its JSON-RPC code, and its HTTP status and google.rpc
-#: code on the HTTP+JSON binding (A2A 5.4; the JSON-RPC codes the
-#: specification does not map are answered as its generic categories:
+#: code on the HTTP+JSON binding (A2A 3.3.2 and 5.4; the JSON-RPC codes
+#: the specification does not map are answered as its generic categories:
 #: validation 400 INVALID_ARGUMENT, not found 404, server fault 500).
 ERROR_TABLE = [
     (JSONParseError, -32700, 400, "INVALID_ARGUMENT"),
@@ -785,14 +785,14 @@ ERROR_TABLE = [
     (InvalidParamsError, -32602, 400, "INVALID_ARGUMENT"),
     (InternalError, -32603, 500, "INTERNAL"),
     (TaskNotFoundError, -32001, 404, "NOT_FOUND"),
-    (TaskNotCancelableError, -32002, 409, "FAILED_PRECONDITION"),
-    (PushNotificationNotSupportedError, -32003, 400, "UNIMPLEMENTED"),
-    (UnsupportedOperationError, -32004, 400, "UNIMPLEMENTED"),
-    (ContentTypeNotSupportedError, -32005, 415, "INVALID_ARGUMENT"),
-    (InvalidAgentResponseError, -32006, 502, "INTERNAL"),
+    (TaskNotCancelableError, -32002, 400, "FAILED_PRECONDITION"),
+    (PushNotificationNotSupportedError, -32003, 400, "FAILED_PRECONDITION"),
+    (UnsupportedOperationError, -32004, 400, "FAILED_PRECONDITION"),
+    (ContentTypeNotSupportedError, -32005, 400, "INVALID_ARGUMENT"),
+    (InvalidAgentResponseError, -32006, 500, "INTERNAL"),
     (ExtendedAgentCardNotConfiguredError, -32007, 400, "FAILED_PRECONDITION"),
     (ExtensionSupportRequiredError, -32008, 400, "FAILED_PRECONDITION"),
-    (VersionNotSupportedError, -32009, 400, "UNIMPLEMENTED"),
+    (VersionNotSupportedError, -32009, 400, "FAILED_PRECONDITION"),
 ]
 
 

@@ -141,7 +141,7 @@ class TaskNotCancelableError(A2AError):
 
     code = -32002
     reason = "TASK_NOT_CANCELABLE"
-    http_status = 409
+    http_status = 400
     grpc_status = "FAILED_PRECONDITION"
     default_message = "Task cannot be canceled"
 
@@ -152,7 +152,7 @@ class PushNotificationNotSupportedError(A2AError):
     code = -32003
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
     http_status = 400
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "Push notifications are not supported"
 
 
@@ -162,7 +162,7 @@ class UnsupportedOperationError(A2AError):
     code = -32004
     reason = "UNSUPPORTED_OPERATION"
     http_status = 400
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "This operation is not supported"
 
 
@@ -171,7 +171,7 @@ class ContentTypeNotSupportedError(A2AError):
 
     code = -32005
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
-    http_status = 415
+    http_status = 400
     grpc_status = "INVALID_ARGUMENT"
     default_message = "Incompatible content types"
 
@@ -181,7 +181,7 @@ class InvalidAgentResponseError(A2AError):
 
     code = -32006
     reason = "INVALID_AGENT_RESPONSE"
-    http_status = 502
+    http_status = 500
     grpc_status = "INTERNAL"
     default_message = "Invalid agent response"
 
@@ -212,7 +212,7 @@ class VersionNotSupportedError(A2AError):
     code = -32009
     reason = "VERSION_NOT_SUPPORTED"
     http_status = 400
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "This interface speaks A2A 1.0 only; send A2A-Version: 1.0"
 
 
