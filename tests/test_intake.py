@@ -625,11 +625,12 @@ def test_card_has_the_required_agent_card_fields() -> None:
         assert all(skill[f] for f in ("id", "name", "description", "tags"))
 
 
-def test_card_declares_exactly_the_jsonrpc_interface() -> None:
-    """supportedInterfaces is exactly the JSON-RPC 1.0 endpoint under the configured public URL."""
+def test_card_declares_the_jsonrpc_then_the_http_json_interface() -> None:
+    """supportedInterfaces is the JSON-RPC 1.0 endpoint, then the HTTP+JSON 1.0 interface, under the configured public URL."""
     card = public_card(CardText(), PUBLIC)
     assert card["supportedInterfaces"] == [
-        {"url": PUBLIC + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": PUBLIC + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": PUBLIC + "/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
 
 
