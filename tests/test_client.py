@@ -217,8 +217,12 @@ def short_dir() -> Iterator[str]:
 
 @pytest_twisted.async_yield_fixture
 async def beacon(short_dir: str, logged_events: Any) -> AsyncIterator[tuple[str, str]]:
-    """makeService's tree on a loopback port: (public URL, operator socket path)."""
-    service = makeService(build_config(data_dir=short_dir, http=["tcp:0:interface=127.0.0.1"]), reactor)
+    """
+    makeService's tree on a loopback port: (public URL, operator socket
+    path). No rate limit: these tests make more calls than its burst.
+    """
+    config = build_config({"limits": {"rate": 0}}, data_dir=short_dir, http=["tcp:0:interface=127.0.0.1"])
+    service = makeService(config, reactor)
     service.startService()
     started = logged_events.named("beacon.started")
     assert started, "Beacon did not start"
@@ -226,10 +230,10 @@ async def beacon(short_dir: str, logged_events: Any) -> AsyncIterator[tuple[str,
     await service.stopService()
 
 
-@pytest.mark.parametrize("binding", ["jsonrpc", "websocket"])
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json", "websocket"])
 @pytest_twisted.ensureDeferred
 async def test_beacon_public_bindings(beacon: tuple[str, str], binding: str) -> None:
-    """Over JSON-RPC and WebSocket, Beacon's card is discovered, a message sent, its task read, an unknown task refused."""
+    """Over JSON-RPC, HTTP+JSON and WebSocket, Beacon's card is discovered, a message sent, its task read, an unknown task refused."""
     url, _ = beacon
     client = await A2AClient.discover(reactor, url, preference=[binding])
     assert client.card is not None and client.card.name
@@ -247,6 +251,53 @@ async def test_beacon_public_bindings(beacon: tuple[str, str], binding: str) -> 
         assert outcome.ok and outcome.task is not None
     finally:
         await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_beacon_refuses_alike_over_every_binding(beacon: tuple[str, str]) -> None:
+    """Beacon's public policy answers every method the same over JSON-RPC, HTTP+JSON and WebSocket: the same results, and refusals that are the same RPCError (code and reason) on each."""
+    url, _ = beacon
+    clients = {
+        binding: await A2AClient.discover(reactor, url, preference=[binding])
+        for binding in ("jsonrpc", "http+json", "websocket")
+    }
+    assert clients["http+json"].selected.interface.protocol_binding == HTTP_JSON
+    assert clients["http+json"].address == url + "/a2a/rest"
+    try:
+        sent = await clients["jsonrpc"].send_message(text_message("one for every binding"))
+        task_id = sent["task"]["id"]
+        outcomes: dict[str, list[Any]] = {}
+        for binding, client in clients.items():
+            seen: list[Any] = [(await client.get_task(task_id))["status"]["state"]]
+            seen.append(await client.list_tasks(pageSize=5))
+            calls = [
+                lambda: client.get_task("no-such-task"),
+                lambda: client.get_task(task_id + "x", history_length=2),
+                lambda: client.cancel_task(task_id),
+                lambda: client.cancel_task("no-such-task"),
+                lambda: client.send_message(dict(text_message("t"), taskId=task_id)),
+                lambda: client.get_task_push_notification_config(task_id, "c"),
+                lambda: client.list_task_push_notification_configs(task_id),
+                lambda: client.delete_task_push_notification_config(task_id, "c"),
+                lambda: client.create_task_push_notification_config({"taskId": task_id, "url": "https://hook.example/"}),
+                lambda: client.get_extended_agent_card(),
+            ]
+            for call in calls:
+                with pytest.raises(RPCError) as caught:
+                    await call()
+                seen.append((caught.value.code, caught.value.reason))
+            for stream in (client.subscribe_to_task(task_id), client.send_streaming_message(text_message("s"))):
+                with pytest.raises(RPCError) as refused:
+                    await stream.collect()
+                seen.append((refused.value.code, refused.value.reason))
+            outcomes[binding] = seen
+        assert outcomes["http+json"] == outcomes["jsonrpc"] == outcomes["websocket"]
+        assert outcomes["jsonrpc"][0] == "TASK_STATE_SUBMITTED"
+        assert outcomes["jsonrpc"][2:5] == [(-32001, "TASK_NOT_FOUND"), (-32001, "TASK_NOT_FOUND"), (-32002, "TASK_NOT_CANCELABLE")]
+        assert outcomes["jsonrpc"][-2:] == [(-32004, "UNSUPPORTED_OPERATION")] * 2
+    finally:
+        for client in clients.values():
+            await client.close()
 
 
 @pytest_twisted.ensureDeferred

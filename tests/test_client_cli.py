@@ -54,15 +54,18 @@ def beacon_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_card_send_task(beacon: Beacon) -> None:
-    """card shows the interfaces, send prints the new task's id and state, task gets it, over both public bindings."""
+    """card shows the interfaces, send prints the new task's id and state, task gets it, over the three public bindings."""
     card = beacon_cli("card", beacon.public_url)
     assert card.returncode == 0, card.stderr
     assert "JSONRPC 1.0" in card.stdout and "https://a2a-rust.com/bindings/websocket/v1" in card.stdout
+    assert f"HTTP+JSON 1.0  {beacon.public_url}/a2a/rest" in card.stdout
     assert "capabilities: streaming" in card.stdout
     assert card.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {beacon.public_url}/a2a/v1"
     as_json = beacon_cli("card", beacon.public_url, "--json")
     assert json.loads(as_json.stdout)["supportedInterfaces"]
-    for binding in ("jsonrpc", "websocket"):
+    rest = beacon_cli("card", beacon.public_url, "--binding", "http+json")
+    assert rest.stdout.splitlines()[-1] == f"selected interface: HTTP+JSON 1.0  {beacon.public_url}/a2a/rest"
+    for binding in ("jsonrpc", "http+json", "websocket"):
         sent = beacon_cli("send", beacon.public_url, "hello from the CLI", "--binding", binding)
         assert sent.returncode == 0, sent.stderr
         word, task_id, state = sent.stdout.split()[:3]
@@ -93,6 +96,9 @@ def test_errors_and_exit_codes(beacon: Beacon, tmp_path: Path) -> None:
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("beacon: the agent refused the request: ")
     assert "TASK_NOT_FOUND" in unknown.stderr and len(unknown.stderr.splitlines()) == 1
+    for binding in ("http+json", "websocket"):
+        # The same one line whichever binding carried the refusal.
+        assert beacon_cli("task", beacon.public_url, "no-such-task", "--binding", binding).stderr == unknown.stderr
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 from beacon.client._card import AgentCard, AgentInterface
 from beacon.client._errors import NoCompatibleInterface
-from beacon.protocol import JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
+from beacon.protocol import HTTP_JSON_BINDING, JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
 
 #: The JSON-RPC binding's name on a card.
 JSONRPC = JSONRPC_BINDING
 #: The HTTP+JSON (REST) binding's name on a card.
-HTTP_JSON = "HTTP+JSON"
+HTTP_JSON = HTTP_JSON_BINDING
 #: The legacy token some cards use for the WebSocket binding.
 LEGACY_WEBSOCKET = "WEBSOCKET"
 
