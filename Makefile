@@ -48,7 +48,7 @@ postgres:
 	sh .ci/ensure-postgres
 
 # Beacon against the official A2A servers (bench/run --help; not part of
-# `make test`): about 19 minutes; BENCH_ARGS="--out" also writes
+# `make test`): about 22 minutes; BENCH_ARGS="--out" also writes
 # bench/results/<date>.md.
 .PHONY: bench
 bench: $(STAMP)
