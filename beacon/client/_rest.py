@@ -35,7 +35,8 @@ Wire contract (what this client sends and accepts)::
     timestamps as sent, a list as a repeated name; no objects).
 
     answer: any 2xx with a JSON body is the result (an empty body is
-      None); the body's media type is not checked. Anything else is read
+      None; a JSON-RPC error response is that RPCError); the body's media
+      type is not checked. Anything else is read
       as a google.rpc.Status, {"error": {"code", "status", "message",
       "details": [ErrorInfo, ...]}}: an ErrorInfo whose reason is an A2A
       error's (domain a2a-protocol.org) is the RPCError that error is on
