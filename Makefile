@@ -32,7 +32,7 @@ run: $(STAMP)
 # The whole suite, then the HTTP and WebSocket suites again with the direct
 # channel off (twisted.web answering every request), so that both of
 # Beacon's HTTP paths are held to the same tests.
-TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_native.py \
+TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_rest.py tests/test_native.py \
 	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
 	tests/test_websocket*.py
 
@@ -48,7 +48,7 @@ postgres:
 	sh .ci/ensure-postgres
 
 # Beacon against the official A2A servers (bench/run --help; not part of
-# `make test`): about 19 minutes; BENCH_ARGS="--out" also writes
+# `make test`): about 22 minutes; BENCH_ARGS="--out" also writes
 # bench/results/<date>.md.
 .PHONY: bench
 bench: $(STAMP)

@@ -46,7 +46,12 @@ from beacon.bindings.unix import (
     socket_url,
     write_discovery_file,
 )
-from beacon.bindings.http import DocumentResource, JSONRPCResource, PreparedDocument
+from beacon.bindings.http import (
+    DocumentResource,
+    JSONRPCResource,
+    PreparedDocument,
+    RESTResource,
+)
 from beacon.bindings.native import NativeResources
 from beacon.bindings.websocket import WebSocketFactory, WebSocketResource, WebSocketService
 from beacon.notify import (
@@ -59,6 +64,7 @@ from beacon.notify import (
 from beacon.intake import (
     EXTENSION_DECLARATIONS,
     EXTENSION_METHODS,
+    REST_PATH,
     OperatorPolicy,
     PublicPolicy,
     discovery_document,
@@ -67,6 +73,7 @@ from beacon.intake import (
     schema_validator,
 )
 from beacon.protocol import (
+    HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     PROTOCOL_VERSION,
     UNIX_BINDING,
@@ -185,6 +192,11 @@ def beacon_resources(
     return result
 
 
+#: The operator policy's extension methods its HTTP+JSON interface also
+#: serves as C{POST tasks/<id>:<verb>}, by verb.
+OPERATOR_TASK_VERBS = {"decide": "beacon.review.Decide"}
+
+
 @dataclass
 class OperatorDoor:
     """
@@ -203,15 +215,29 @@ def operator_door(
     source: Callable[[Any], str] = operator_of,
 ) -> OperatorDoor:
     """
-    Build one operator door's resource tree: JSON-RPC at C{/}, the operator
-    card at C{/.well-known/agent-card.json}. Publish the card with
-    C{door.card.publish(...)} when its URL is known (or pass C{name_card}).
+    Build one operator door's resource tree: JSON-RPC at C{/}, the
+    HTTP+JSON interface at C{/a2a/rest} (the same dispatcher; extension
+    methods at C{extensions/<name>}, Decide at C{tasks/<id>:decide} too),
+    the operator card at C{/.well-known/agent-card.json}. Publish the card
+    with C{door.card.publish(...)} when its URL is known (or pass
+    C{name_card}).
     """
+    dispatcher = Dispatcher(policy, EXTENSION_METHODS)
+    extensions = frozenset(e["uri"] for e in EXTENSION_DECLARATIONS)
     jsonrpc = JSONRPCResource(
-        Dispatcher(policy, EXTENSION_METHODS),
+        dispatcher,
         None,
         binding="operator",
-        extensions=frozenset(e["uri"] for e in EXTENSION_DECLARATIONS),
+        extensions=extensions,
+        clock=reactor,
+        source=source,
+    )
+    rest = RESTResource(
+        dispatcher,
+        None,
+        binding="operator",
+        extensions=extensions,
+        task_verbs=OPERATOR_TASK_VERBS,
         clock=reactor,
         source=source,
     )
@@ -220,6 +246,10 @@ def operator_door(
     well_known = Container()
     well_known.putChild(b"agent-card.json", DocumentResource(card, max_age=0))
     root.putChild(b".well-known", well_known)
+    # REST_PATH, as on the public listeners.
+    a2a = Container()
+    a2a.putChild(b"rest", rest)
+    root.putChild(b"a2a", a2a)
     if name_card is not None:
         card.publish(name_card(), reactor.seconds())
     return OperatorDoor(root, card)
@@ -308,11 +338,13 @@ def _add_operator_doors(
             reactor,
             lambda: operator_card(
                 config.card,
-                {
-                    "url": socket_url(absolute),
-                    "protocolBinding": UNIX_BINDING,
-                    "protocolVersion": PROTOCOL_VERSION,
-                },
+                [
+                    {
+                        "url": socket_url(absolute),
+                        "protocolBinding": UNIX_BINDING,
+                        "protocolVersion": PROTOCOL_VERSION,
+                    }
+                ],
                 EXTENSION_DECLARATIONS,
             ),
         )
@@ -333,7 +365,18 @@ def _add_operator_doors(
             door.card.publish(
                 operator_card(
                     config.card,
-                    {"url": url, "protocolBinding": JSONRPC_BINDING, "protocolVersion": PROTOCOL_VERSION},
+                    [
+                        {
+                            "url": url,
+                            "protocolBinding": JSONRPC_BINDING,
+                            "protocolVersion": PROTOCOL_VERSION,
+                        },
+                        {
+                            "url": url + REST_PATH.lstrip("/"),
+                            "protocolBinding": HTTP_JSON_BINDING,
+                            "protocolVersion": PROTOCOL_VERSION,
+                        },
+                    ],
                     EXTENSION_DECLARATIONS,
                     bearer=True,
                 ),
@@ -544,6 +587,7 @@ __all__ = [
     "DATABASE_NAME",
     "HeapFreeze",
     "Listeners",
+    "OPERATOR_TASK_VERBS",
     "OperatorDoor",
     "StartupError",
     "beacon_resources",

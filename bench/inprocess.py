@@ -14,7 +14,9 @@ channel on a StringTransport, one after another.
 
 Workloads: send (SendMessage with a small text message), get (GetTask of a
 stored task), card (GET of the agent card), ws (SendMessage as one masked
-text frame on a WebSocket connection of the A2A WebSocket binding). --callgrind runs this script
+text frame on a WebSocket connection of the A2A WebSocket binding),
+rest-send and rest-get (SendMessage and GetTask over the HTTP+JSON binding:
+POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}). --callgrind runs this script
 twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
 the difference of the instruction counts by 1,000: the same figure for the
 same code on any run, whatever else the machine does. What it leaves out
@@ -72,10 +74,24 @@ def frame(payload: bytes) -> bytes:
 
 def send_body(n: int) -> bytes:
     return (
-        b'{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":'
-        b'{"messageId":"inprocess-%d","role":"ROLE_USER",'
-        b'"parts":[{"text":"Hello from the benchmark: a small text message."}]}}}' % (n, n)
+        b'{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":%s}' % (n, rest_body(n))
     )
+
+
+def rest_body(n: int) -> bytes:
+    """SendMessage's params: the HTTP+JSON binding's body."""
+    return (
+        b'{"message":{"messageId":"inprocess-%d","role":"ROLE_USER",'
+        b'"parts":[{"text":"Hello from the benchmark: a small text message."}]}}' % n
+    )
+
+
+def rest_post(body: bytes) -> bytes:
+    return (
+        b"POST /a2a/rest/message:send HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+        b"Content-Type: application/json\r\nA2A-Version: 1.0\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    ) + body
 
 
 def measure(workload: str, count: int) -> float:
@@ -104,7 +120,7 @@ def measure(workload: str, count: int) -> float:
         transport.clear()
 
     task_id = ""
-    if workload == "get":
+    if workload in ("get", "rest-get"):
         channel.dataReceived(post(send_body(0)))
         found = re.search(rb'"task":\{"id":"([0-9a-v]{36})"', transport.value())
         assert found is not None, transport.value()
@@ -120,6 +136,13 @@ def measure(workload: str, count: int) -> float:
             return post(
                 b'{"jsonrpc":"2.0","id":%d,"method":"GetTask","params":{"id":"%s"}}'
                 % (n, task_id.encode())
+            )
+        if workload == "rest-send":
+            return rest_post(rest_body(n))
+        if workload == "rest-get":
+            return (
+                b"GET /a2a/rest/tasks/%s HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+                b"A2A-Version: 1.0\r\n\r\n" % task_id.encode()
             )
         return b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
 
@@ -163,7 +186,7 @@ def callgrind(workload: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=("send", "get", "card", "ws"))
+    parser.add_argument("workload", choices=("send", "get", "card", "ws", "rest-send", "rest-get"))
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
     args = parser.parse_args()

@@ -15,7 +15,19 @@ wires it, in process (C{twisted.test.iosim}) on one injected L{Clock}.
     credentials are read with C{SO_PEERCRED} from a real (unbound,
     unlistening) socket pair, so the kernel names this process;
   - C{bearer}: the operator's loopback door behind its L{BearerGate}, with
-    the door's token.
+    the door's token;
+  - C{rest}, C{rest-unix}, C{rest-bearer}: the HTTP+JSON binding's routes
+    under C{/a2a/rest} on the public site and on either operator door.
+    Their driver translates each JSON-RPC request into its route (verb,
+    path members percent-encoded, the rest as the JSON body or A2A 11.5
+    query parameters; any method not of the core is C{POST
+    extensions/<name>}) and each answer back into the JSON-RPC response it
+    stands for (a google.rpc.Status naming an A2A error into that error,
+    with the request's id), checking the binding's framing on the way: 200
+    C{application/a2a+json}, or the error's own HTTP status (A2A 5.4) equal
+    to the Status's code, with its google.rpc code. A request the binding
+    cannot say (no envelope, no notification, no id to echo, a path member
+    that is not text) is skipped there: L{Driver.expresses}.
 
 Every driver takes a JSON-RPC request (an object, or raw bytes) with the
 service parameters (C{A2A-Version} as a header or query parameter,
@@ -39,6 +51,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from urllib.parse import quote, urlencode
+
+import pytest
 from twisted.internet.address import IPv4Address, UNIXAddress
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
@@ -51,7 +66,23 @@ from beacon.bindings.unix import BearerGate, PeerCheckedFactory, new_token
 from beacon.bindings.websocket import STREAM_COMPLETE, WebSocketService
 from beacon.config import Config, build_config
 from beacon.intake import OperatorPolicy, PublicPolicy, schema_validator
-from beacon.protocol import CallContext, Dispatcher, parse_extensions
+from beacon.protocol import (
+    CallContext,
+    ContentTypeNotSupportedError,
+    Dispatcher,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+    parse_extensions,
+)
 from beacon.service import beacon_resources, operator_door
 from beacon.testing import MemoryStore
 from websocket_support import server_frames
@@ -66,9 +97,11 @@ PEER = "192.0.2.7"
 #: Where the operator socket would be; only named, never bound.
 SOCKET_PATH = "/run/beacon-behaviour/operator.sock"
 
-PUBLIC_BINDINGS = ("jsonrpc", "websocket", "websocket-listener")
-OPERATOR_BINDINGS = ("unix", "bearer")
+PUBLIC_BINDINGS = ("jsonrpc", "rest", "websocket", "websocket-listener")
+OPERATOR_BINDINGS = ("unix", "bearer", "rest-unix", "rest-bearer")
 ALL_BINDINGS = PUBLIC_BINDINGS + OPERATOR_BINDINGS
+#: The bindings of JSON-RPC envelopes (ids, notifications, batches).
+ENVELOPE_BINDINGS = tuple(b for b in ALL_BINDINGS if not b.startswith("rest"))
 
 Headers = Sequence[tuple[str, str]]
 
@@ -442,6 +475,10 @@ class Driver(ABC):
         """The caller's name as the binding's context records it."""
         return PEER
 
+    def expresses(self, request: Any) -> bool:
+        """Whether this binding can say C{request} at all (see L{RESTDriver})."""
+        return True
+
 
 class _SSEStream(Stream):
     """Server-Sent Events on an HTTP response."""
@@ -597,6 +634,335 @@ class BearerDriver(_HTTPDriver):
     policy = "operator"
     door = "operator"
     path = "/"
+
+    def factory(self) -> Any:
+        return self.world.bearer_site
+
+    def base_headers(self) -> list[tuple[str, str]]:
+        return [("Authorization", f"Bearer {self.world.token}")]
+
+    @property
+    def source(self) -> str:
+        return "bearer"
+
+
+# HTTP+JSON.
+
+#: Each core method's route: verb, path (C{{name}}: a member, taken out of
+#: the request), and whether the other members are the body (else the
+#: query). Any other method is POST extensions/<name>.
+REST_ROUTES: dict[str, tuple[str, str, bool]] = {
+    "SendMessage": ("POST", "message:send", True),
+    "SendStreamingMessage": ("POST", "message:stream", True),
+    "GetTask": ("GET", "tasks/{id}", False),
+    "ListTasks": ("GET", "tasks", False),
+    "CancelTask": ("POST", "tasks/{id}:cancel", True),
+    "SubscribeToTask": ("POST", "tasks/{id}:subscribe", True),
+    "CreateTaskPushNotificationConfig": ("POST", "tasks/{taskId}/pushNotificationConfigs", True),
+    "GetTaskPushNotificationConfig": ("GET", "tasks/{taskId}/pushNotificationConfigs/{id}", False),
+    "ListTaskPushNotificationConfigs": ("GET", "tasks/{taskId}/pushNotificationConfigs", False),
+    "DeleteTaskPushNotificationConfig": (
+        "DELETE",
+        "tasks/{taskId}/pushNotificationConfigs/{id}",
+        False,
+    ),
+    "GetExtendedAgentCard": ("GET", "extendedAgentCard", False),
+}
+
+#: Each A2A error by its ErrorInfo reason: its JSON-RPC code, HTTP status
+#: and google.rpc code.
+A2A_ERRORS: dict[str, tuple[int, int, str]] = {
+    cls.reason: (cls.code, cls.http_status, cls.grpc_status)
+    for cls in (
+        JSONParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalError,
+        TaskNotFoundError,
+        TaskNotCancelableError,
+        PushNotificationNotSupportedError,
+        UnsupportedOperationError,
+        ContentTypeNotSupportedError,
+        ExtendedAgentCardNotConfiguredError,
+        VersionNotSupportedError,
+    )
+}
+
+
+def rest_error(response: HTTPResponse, request_id: Any) -> dict[str, Any] | None:
+    """
+    The JSON-RPC error response a google.rpc.Status answer stands for, after
+    checking its framing; None when it names no A2A error (a transport
+    refusal of Beacon's own).
+    """
+    assert response.header("content-type") == "application/json", response
+    assert response.header("content-length") == str(len(response.body))
+    status = json.loads(response.body)
+    assert set(status) == {"error"}, status
+    error = status["error"]
+    assert set(error) == {"code", "status", "message", "details"}, error
+    assert error["code"] == response.status
+    info = error["details"][0]
+    assert info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
+    if info["domain"] != "a2a-protocol.org":
+        return None
+    code, http_status, grpc_status = A2A_ERRORS[info["reason"]]
+    assert (response.status, error["status"]) == (http_status, grpc_status), error
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": error["message"], "data": error["details"]},
+    }
+
+
+class _RESTStream(Stream):
+    """An HTTP+JSON stream: bare StreamResponses, and an C{error} event."""
+
+    def __init__(self, connection: Connection, response: HTTPResponse, request_id: Any) -> None:
+        self.connection = connection
+        self.response = response
+        self.id = request_id
+        self.echoed = parse_extensions([response.header("a2a-extensions") or ""])
+        self._read = 0
+
+    def events(self) -> list[Any]:
+        self.connection.flush()
+        body = self.response.body
+        end = body.rfind(b"\n\n") + 2
+        events: list[Any] = []
+        for block in body[self._read : end].split(b"\n\n"):
+            lines = block.split(b"\n")
+            data = [line[len(b"data: ") :] for line in lines if line.startswith(b"data: ")]
+            if not data:
+                continue  # comments
+            (payload,) = data
+            if b"event: error" in lines:
+                error = json.loads(payload)["error"]
+                code = A2A_ERRORS[error["details"][0]["reason"]][0]
+                events.append(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": self.id,
+                        "error": {"code": code, "message": error["message"], "data": error["details"]},
+                    }
+                )
+            else:
+                events.append({"jsonrpc": "2.0", "id": self.id, "result": json.loads(payload)})
+        self._read = max(self._read, end)
+        return events
+
+    @property
+    def ended(self) -> bool:
+        self.connection.flush()
+        return self.response.complete
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class RESTDriver(Driver):
+    """
+    The HTTP+JSON binding: one request per route, on a connection of its
+    own, translated from and back to JSON-RPC (see the module docstring).
+    """
+
+    base: ClassVar[str] = "/a2a/rest"
+    unix: ClassVar[bool] = False
+
+    def factory(self) -> Any:
+        raise NotImplementedError
+
+    def base_headers(self) -> list[tuple[str, str]]:
+        return []
+
+    def expresses(self, request: Any) -> bool:
+        """
+        Whether the binding can say C{request}: a body of JSON-RPC's (bytes)
+        only when it is one (an empty body is no body here); an envelope
+        only when it is a well-formed request with an id (there is no
+        notification, and the id is only echoed back by the driver) whose
+        params are an object, whose path members are strings, and whose
+        query members (a GET's) are strings, numbers, booleans or lists of
+        strings.
+        """
+        if isinstance(request, bytes):
+            return request != b""
+        if not (
+            isinstance(request, dict)
+            and request.get("jsonrpc") == "2.0"
+            and isinstance(request.get("method"), str)
+            and request["method"]
+            and "id" in request
+            and (
+                request["id"] is None
+                or (isinstance(request["id"], str) and len(request["id"]) <= 128)
+                or (
+                    isinstance(request["id"], int)
+                    and not isinstance(request["id"], bool)
+                    and abs(request["id"]) <= 2**53
+                )
+            )
+            and isinstance(request.get("params", {}), (dict, type(None)))
+        ):
+            return False
+        params = request.get("params") or {}
+        route = REST_ROUTES.get(request["method"])
+        if route is None:
+            return True
+        _, path, body = route
+        members = [part.split("}")[0] for part in path.split("{")[1:]]
+        if not all(isinstance(params.get(m, ""), str) for m in members):
+            return False
+        return body or all(
+            isinstance(v, (str, int, bool, type(None)))
+            or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+            for k, v in params.items()
+            if k not in members
+        )
+
+    def _send(
+        self,
+        request: Any,
+        version: str | None,
+        query_version: str | None,
+        extensions: Iterable[str],
+        headers: Headers,
+        base: str | None = None,
+    ) -> tuple[Connection, HTTPResponse]:
+        if not self.expresses(request):
+            pytest.skip(
+                "the HTTP+JSON binding cannot say this request (a JSON-RPC envelope, "
+                "id or notification, an empty body, a path member that is not text)"
+            )
+        query: list[tuple[str, str]] = []
+        if isinstance(request, bytes):
+            verb, route, body = "POST", "message:send", request
+        else:
+            params = dict(request.get("params") or {})
+            found = REST_ROUTES.get(request["method"])
+            if found is None:
+                verb, route, in_body = "POST", "extensions/" + quote(request["method"], safe=""), True
+            else:
+                verb, route, in_body = found
+                for name in [part.split("}")[0] for part in route.split("{")[1:]]:
+                    route = route.replace("{" + name + "}", quote(params.pop(name, ""), safe=""))
+            body = b""
+            if in_body:
+                body = json.dumps(params).encode("utf-8") if params else b""
+            else:
+                for name, value in params.items():
+                    if value is None:
+                        continue
+                    values = value if isinstance(value, list) else [value]
+                    for item in values:
+                        text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+                        query.append((name, text))
+        if query_version is not None:
+            query.append(("A2A-Version", query_version))
+        path = (self.base if base is None else base) + "/" + route
+        if query:
+            path += "?" + urlencode(query, quote_via=quote)
+        lines = [f"{verb} {path} HTTP/1.1", "Host: beacon.example"]
+        if body:
+            lines.append("Content-Type: application/json")
+        if version is not None:
+            lines.append(f"A2A-Version: {version}")
+        uris = list(extensions)
+        if uris:
+            lines.append("A2A-Extensions: " + ", ".join(uris))
+        lines += [f"{name}: {value}" for name, value in [*self.base_headers(), *headers]]
+        if verb == "POST":
+            lines.append(f"Content-Length: {len(body)}")
+        client = HTTPClient(verb.encode("ascii"))
+        connection = self.world.connect(self.factory(), client, unix=self.unix)
+        connection.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        assert len(client.responses) == 1, client.responses
+        return connection, client.responses[0]
+
+    def _answer(self, response: HTTPResponse, request: Any) -> Answer:
+        assert response.complete
+        request_id = request.get("id") if isinstance(request, dict) else None
+        echoed = parse_extensions([response.header("a2a-extensions") or ""])
+        if response.status == 200:
+            assert response.header("content-type") == "application/a2a+json"
+            assert response.header("transfer-encoding") is None
+            assert response.header("content-length") == str(len(response.body))
+            return Answer({"jsonrpc": "2.0", "id": request_id, "result": json.loads(response.body)}, echoed)
+        error = rest_error(response, request_id)
+        if error is None:
+            return Answer(None, echoed, (response.status, json.loads(response.body)))
+        return Answer(error, echoed)
+
+    def call(
+        self,
+        request: Any,
+        *,
+        version: str | None = "1.0",
+        query_version: str | None = None,
+        extensions: Iterable[str] = (),
+        headers: Headers = (),
+    ) -> Answer:
+        connection, response = self._send(request, version, query_version, extensions, headers)
+        assert response.header("content-type") != "text/event-stream", "a stream: use stream()"
+        connection.close()
+        return self._answer(response, request)
+
+    def stream(
+        self,
+        request: Any,
+        *,
+        version: str | None = "1.0",
+        extensions: Iterable[str] = (),
+        headers: Headers = (),
+    ) -> Stream | Answer:
+        connection, response = self._send(request, version, None, extensions, headers)
+        if response.header("content-type") == "text/event-stream":
+            assert response.status == 200
+            return _RESTStream(connection, response, request.get("id"))
+        connection.close()
+        return self._answer(response, request)
+
+    def call_at(self, base: str, request: Any) -> Answer:
+        """Send C{request} with its routes under C{base} instead."""
+        connection, response = self._send(request, "1.0", None, (), (), base)
+        connection.close()
+        return self._answer(response, request)
+
+
+class PublicRESTDriver(RESTDriver):
+    """The public HTTP+JSON binding: C{/a2a/rest} on the public site."""
+
+    name = "rest"
+    policy = "public"
+    door = "http+json"
+
+    def factory(self) -> Any:
+        return self.world.public_site
+
+
+class UnixRESTDriver(RESTDriver):
+    """The operator socket's HTTP+JSON binding (C{/a2a/rest})."""
+
+    name = "rest-unix"
+    policy = "operator"
+    door = "operator"
+    unix = True
+
+    def factory(self) -> Any:
+        return self.world.unix_factory
+
+    @property
+    def source(self) -> str:
+        return f"uid:{os.getuid()}"
+
+
+class BearerRESTDriver(RESTDriver):
+    """The bearer door's HTTP+JSON binding (C{/a2a/rest}), with its token."""
+
+    name = "rest-bearer"
+    policy = "operator"
+    door = "operator"
 
     def factory(self) -> Any:
         return self.world.bearer_site
@@ -812,10 +1178,13 @@ _DRIVERS: dict[str, type[Driver]] = {
     driver.name: driver
     for driver in (
         JSONRPCDriver,
+        PublicRESTDriver,
         WebSocketDriver,
         WebSocketListenerDriver,
         UnixDriver,
         BearerDriver,
+        UnixRESTDriver,
+        BearerRESTDriver,
     )
 }
 assert tuple(_DRIVERS) == ALL_BINDINGS

@@ -10,20 +10,17 @@ sleeps. Only the a2a-sdk agent (a subprocess) is waited for, boundedly.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
+from peers.sdk_agent import sdk_agent as start_sdk_agent
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.internet.protocol import Factory, Protocol
@@ -34,6 +31,8 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from beacon.client import (
+    DEFAULT_PREFERENCE,
+    HTTP_JSON,
     LEGACY_WEBSOCKET,
     UNIX_BINDING,
     WEBSOCKET_BINDING,
@@ -58,11 +57,6 @@ from beacon.client import (
 from beacon.config import build_config
 from beacon.service import makeService
 
-AGENT = Path(__file__).parent / "peers" / "a2a_sdk_agent.py"
-#: How long the a2a-sdk agent subprocess may take to serve its card, and to
-#: stop: safety nets for a loaded machine (it starts in about a second idle).
-START_TIMEOUT = 120.0
-STOP_TIMEOUT = 60.0
 
 
 def a_card(interfaces: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
@@ -151,20 +145,32 @@ def test_card_url() -> None:
 # 2. Interface selection.
 
 
-def test_selection_takes_the_cards_first_usable_entry() -> None:
-    """Unknown bindings and 0.3 interfaces are skipped; the first usable entry in card order wins."""
+def test_selection_prefers_jsonrpc_then_http_json_then_websocket() -> None:
+    """Unknown bindings and 0.3 interfaces are skipped; by default JSON-RPC, then HTTP+JSON, then WebSocket, whatever the card's order; within a binding the card's first entry."""
     card = parse_card(
         a_card(
             [
                 {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
                 jsonrpc("https://a.example/old", "0.3"),
                 {"url": "wss://a.example/ws", "protocolBinding": LEGACY_WEBSOCKET, "protocolVersion": "1.0"},
+                {"url": "https://a.example/rest", "protocolBinding": HTTP_JSON, "protocolVersion": "1.0"},
                 jsonrpc("https://a.example/rpc"),
+                jsonrpc("https://a.example/rpc2"),
             ]
         )
     )
-    assert select_interface(card).interface.url == "wss://a.example/ws"
-    assert select_interface(card, ["jsonrpc", "websocket"]).interface.url == "https://a.example/rpc"
+    assert DEFAULT_PREFERENCE == ("jsonrpc", "http+json", "websocket", "unix")
+    assert select_interface(card).interface.url == "https://a.example/rpc"
+    chosen = select_interface(card, ["http+json", "jsonrpc"])
+    assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
+    assert select_interface(card, ["websocket", "jsonrpc"]).interface.url == "wss://a.example/ws"
+    # The card's spellings and any case name a binding too.
+    assert select_interface(card, ["HTTP+JSON"]).kind == "http+json"
+    assert select_interface(card, ["WEBSOCKET"]).kind == "websocket"
+    without_jsonrpc = parse_card(a_card([dict(i) for i in card.raw["supportedInterfaces"][:4]]))
+    assert select_interface(without_jsonrpc).kind == "http+json"
+    with pytest.raises(ValueError, match="unknown binding 'grpc'"):
+        select_interface(card, ["grpc"])
 
 
 def test_only_unknown_bindings_is_no_compatible_interface() -> None:
@@ -173,15 +179,18 @@ def test_only_unknown_bindings_is_no_compatible_interface() -> None:
         a_card(
             [
                 {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
                 {"url": "https://a/", "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"},
+                {"url": "ws://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             ]
         )
     )
     with pytest.raises(NoCompatibleInterface) as caught:
         select_interface(card)
-    assert len(caught.value.skipped) == 3
+    assert len(caught.value.skipped) == 4
     assert "GRPC 1.0: binding not implemented" in str(caught.value)
+    assert "HTTP+JSON 0.3: protocolVersion is not 1.x" in str(caught.value)
+    assert "HTTP+JSON 1.0: not an http(s) URL" in str(caught.value)
 
 
 def test_unix_interface_needs_a_configured_socket() -> None:
@@ -208,8 +217,12 @@ def short_dir() -> Iterator[str]:
 
 @pytest_twisted.async_yield_fixture
 async def beacon(short_dir: str, logged_events: Any) -> AsyncIterator[tuple[str, str]]:
-    """makeService's tree on a loopback port: (public URL, operator socket path)."""
-    service = makeService(build_config(data_dir=short_dir, http=["tcp:0:interface=127.0.0.1"]), reactor)
+    """
+    makeService's tree on a loopback port: (public URL, operator socket
+    path). No rate limit: these tests make more calls than its burst.
+    """
+    config = build_config({"limits": {"rate": 0}}, data_dir=short_dir, http=["tcp:0:interface=127.0.0.1"])
+    service = makeService(config, reactor)
     service.startService()
     started = logged_events.named("beacon.started")
     assert started, "Beacon did not start"
@@ -217,10 +230,10 @@ async def beacon(short_dir: str, logged_events: Any) -> AsyncIterator[tuple[str,
     await service.stopService()
 
 
-@pytest.mark.parametrize("binding", ["jsonrpc", "websocket"])
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json", "websocket"])
 @pytest_twisted.ensureDeferred
 async def test_beacon_public_bindings(beacon: tuple[str, str], binding: str) -> None:
-    """Over JSON-RPC and WebSocket, Beacon's card is discovered, a message sent, its task read, an unknown task refused."""
+    """Over JSON-RPC, HTTP+JSON and WebSocket, Beacon's card is discovered, a message sent, its task read, an unknown task refused."""
     url, _ = beacon
     client = await A2AClient.discover(reactor, url, preference=[binding])
     assert client.card is not None and client.card.name
@@ -238,6 +251,53 @@ async def test_beacon_public_bindings(beacon: tuple[str, str], binding: str) -> 
         assert outcome.ok and outcome.task is not None
     finally:
         await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_beacon_refuses_alike_over_every_binding(beacon: tuple[str, str]) -> None:
+    """Beacon's public policy answers every method the same over JSON-RPC, HTTP+JSON and WebSocket: the same results, and refusals that are the same RPCError (code and reason) on each."""
+    url, _ = beacon
+    clients = {
+        binding: await A2AClient.discover(reactor, url, preference=[binding])
+        for binding in ("jsonrpc", "http+json", "websocket")
+    }
+    assert clients["http+json"].selected.interface.protocol_binding == HTTP_JSON
+    assert clients["http+json"].address == url + "/a2a/rest"
+    try:
+        sent = await clients["jsonrpc"].send_message(text_message("one for every binding"))
+        task_id = sent["task"]["id"]
+        outcomes: dict[str, list[Any]] = {}
+        for binding, client in clients.items():
+            seen: list[Any] = [(await client.get_task(task_id))["status"]["state"]]
+            seen.append(await client.list_tasks(pageSize=5))
+            calls = [
+                lambda: client.get_task("no-such-task"),
+                lambda: client.get_task(task_id + "x", history_length=2),
+                lambda: client.cancel_task(task_id),
+                lambda: client.cancel_task("no-such-task"),
+                lambda: client.send_message(dict(text_message("t"), taskId=task_id)),
+                lambda: client.get_task_push_notification_config(task_id, "c"),
+                lambda: client.list_task_push_notification_configs(task_id),
+                lambda: client.delete_task_push_notification_config(task_id, "c"),
+                lambda: client.create_task_push_notification_config({"taskId": task_id, "url": "https://hook.example/"}),
+                lambda: client.get_extended_agent_card(),
+            ]
+            for call in calls:
+                with pytest.raises(RPCError) as caught:
+                    await call()
+                seen.append((caught.value.code, caught.value.reason))
+            for stream in (client.subscribe_to_task(task_id), client.send_streaming_message(text_message("s"))):
+                with pytest.raises(RPCError) as refused:
+                    await stream.collect()
+                seen.append((refused.value.code, refused.value.reason))
+            outcomes[binding] = seen
+        assert outcomes["http+json"] == outcomes["jsonrpc"] == outcomes["websocket"]
+        assert outcomes["jsonrpc"][0] == "TASK_STATE_SUBMITTED"
+        assert outcomes["jsonrpc"][2:5] == [(-32001, "TASK_NOT_FOUND"), (-32001, "TASK_NOT_FOUND"), (-32002, "TASK_NOT_CANCELABLE")]
+        assert outcomes["jsonrpc"][-2:] == [(-32004, "UNSUPPORTED_OPERATION")] * 2
+    finally:
+        for client in clients.values():
+            await client.close()
 
 
 @pytest_twisted.ensureDeferred
@@ -293,45 +353,18 @@ async def test_beacon_operator_socket(beacon: tuple[str, str]) -> None:
 
 @pytest.fixture
 def sdk_agent() -> Iterator[str]:
-    """The a2a-sdk test agent on a loopback socket bound here; its base URL."""
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen(16)
-    port = listening.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(AGENT), "--fd", str(listening.fileno()), "--port", str(port)],
-        pass_fds=[listening.fileno()],
-        stdin=subprocess.DEVNULL,
-    )
-    listening.close()
-    try:
-        # Wait (bounded, blocking) until it serves, so that the client under
-        # test, whose own timeouts run on the real reactor, never waits for
-        # the agent's start-up (imports a loaded machine does slowly).
-        ready = http.client.HTTPConnection("127.0.0.1", port, timeout=START_TIMEOUT)
-        try:
-            ready.request("GET", "/.well-known/agent-card.json")
-            status = ready.getresponse().status
-        except OSError as e:
-            pytest.fail(f"the a2a-sdk agent did not serve (exit code {process.poll()}): {e!r}")
-        finally:
-            ready.close()
-        assert status == 200, status
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(STOP_TIMEOUT)
+    """The a2a-sdk test agent (JSON-RPC and HTTP+JSON) on loopback; its base URL."""
+    with start_sdk_agent() as url:
+        yield url
 
 
 @pytest_twisted.ensureDeferred
 async def test_a2a_sdk_agent(sdk_agent: str) -> None:
-    """Against the a2a-sdk: SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
+    """Against the a2a-sdk: its card lists HTTP+JSON first, yet JSON-RPC is chosen by default; SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
     client = await A2AClient.discover(reactor, sdk_agent)
     assert client.card is not None and client.card.capabilities.streaming
+    assert client.card.supported_interfaces[0].protocol_binding == HTTP_JSON
+    assert client.selected.kind == "jsonrpc"
     answer = await client.send_message(text_message("hi"))
     task = await client.get_task(answer["task"]["id"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -341,6 +374,45 @@ async def test_a2a_sdk_agent(sdk_agent: str) -> None:
     assert any("artifactUpdate" in e for e in events)
     outcome = await client.send_text("yo")
     assert outcome.ok and outcome.text == "echo: yo"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a2a_sdk_agent_over_http_json(sdk_agent: str) -> None:
+    """Against the a2a-sdk's REST routes: every method it serves answers as over JSON-RPC, and its errors are the same RPCErrors (code, reason) over both bindings."""
+    rest = await A2AClient.discover(reactor, sdk_agent, preference=["http+json"])
+    rpc = await A2AClient.discover(reactor, sdk_agent, preference=["jsonrpc"])
+    assert rest.selected.kind == "http+json" and rest.address.endswith("/a2a/rest")
+    answer = await rest.send_message(text_message("hi"))
+    task_id = answer["task"]["id"]
+    assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = await rest.get_task(task_id, history_length=1)
+    assert task["id"] == task_id and len(task.get("history", [])) <= 1
+    assert (await rpc.get_task(task_id))["id"] == task_id
+    page = await rest.list_tasks(pageSize=10, includeArtifacts=True, status="TASK_STATE_COMPLETED")
+    assert task_id in [t["id"] for t in page["tasks"]]
+    events = await rest.send_streaming_message(text_message("streamed")).collect()
+    assert list(events[0]) == ["task"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any("artifactUpdate" in e for e in events)
+    outcome = await rest.send_text("yo")
+    assert outcome.ok and outcome.text == "echo: yo"
+    for client in (rest, rpc):
+        with pytest.raises(RPCError) as unknown:
+            await client.get_task("no-such-task")
+        assert (unknown.value.code, unknown.value.reason) == (-32001, "TASK_NOT_FOUND")
+        with pytest.raises(RPCError) as cancel_unknown:
+            await client.cancel_task("no-such:task")
+        assert (cancel_unknown.value.code, cancel_unknown.value.reason) == (-32001, "TASK_NOT_FOUND")
+        with pytest.raises(RPCError) as done:
+            await client.cancel_task(task_id)
+        assert (done.value.code, done.value.reason) == (-32002, "TASK_NOT_CANCELABLE")
+        with pytest.raises(RPCError) as push:
+            await client.get_task_push_notification_config(task_id, "c")
+        assert push.value.code == -32003
+    assert unknown.value.http_status is None
+    with pytest.raises(RPCError) as over_rest:
+        await rest.get_task("no-such-task")
+    assert (over_rest.value.http_status, over_rest.value.status_name) == (404, "NOT_FOUND")
 
 
 # 5. Hostile fakes.

@@ -1,7 +1,8 @@
 """
 The agent commands of the C{beacon} script (C{card}, C{send}, C{task}), end
 to end: the real console script in a subprocess against Beacon started as
-a user starts it (C{twistd -n beacon}). Every subprocess wait is bounded.
+a user starts it (C{twistd -n beacon}), and against the official a2a-sdk's
+JSON-RPC and HTTP+JSON servers. Every subprocess wait is bounded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from peers.process import Beacon, BeaconLauncher
+from peers.sdk_agent import sdk_agent as start_sdk_agent
 
 #: The most any one command may take here (its own --timeout is less).
 COMMAND_TIMEOUT = 60.0
@@ -28,6 +30,13 @@ def beacon(tmp_path: Path) -> Iterator[Beacon]:
         yield launcher.start()
     finally:
         launcher.close()
+
+
+@pytest.fixture
+def sdk_agent() -> Iterator[str]:
+    """The a2a-sdk test agent (HTTP+JSON listed first, then JSON-RPC) on loopback; its base URL."""
+    with start_sdk_agent() as url:
+        yield url
 
 
 def beacon_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -45,14 +54,18 @@ def beacon_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_card_send_task(beacon: Beacon) -> None:
-    """card shows the interfaces, send prints the new task's id and state, task gets it, over both public bindings."""
+    """card shows the interfaces, send prints the new task's id and state, task gets it, over the three public bindings."""
     card = beacon_cli("card", beacon.public_url)
     assert card.returncode == 0, card.stderr
     assert "JSONRPC 1.0" in card.stdout and "https://a2a-rust.com/bindings/websocket/v1" in card.stdout
+    assert f"HTTP+JSON 1.0  {beacon.public_url}/a2a/rest" in card.stdout
     assert "capabilities: streaming" in card.stdout
+    assert card.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {beacon.public_url}/a2a/v1"
     as_json = beacon_cli("card", beacon.public_url, "--json")
     assert json.loads(as_json.stdout)["supportedInterfaces"]
-    for binding in ("jsonrpc", "websocket"):
+    rest = beacon_cli("card", beacon.public_url, "--binding", "http+json")
+    assert rest.stdout.splitlines()[-1] == f"selected interface: HTTP+JSON 1.0  {beacon.public_url}/a2a/rest"
+    for binding in ("jsonrpc", "http+json", "websocket"):
         sent = beacon_cli("send", beacon.public_url, "hello from the CLI", "--binding", binding)
         assert sent.returncode == 0, sent.stderr
         word, task_id, state = sent.stdout.split()[:3]
@@ -83,6 +96,9 @@ def test_errors_and_exit_codes(beacon: Beacon, tmp_path: Path) -> None:
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("beacon: the agent refused the request: ")
     assert "TASK_NOT_FOUND" in unknown.stderr and len(unknown.stderr.splitlines()) == 1
+    for binding in ("http+json", "websocket"):
+        # The same one line whichever binding carried the refusal.
+        assert beacon_cli("task", beacon.public_url, "no-such-task", "--binding", binding).stderr == unknown.stderr
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]
@@ -92,7 +108,8 @@ def test_errors_and_exit_codes(beacon: Beacon, tmp_path: Path) -> None:
     assert refused.stderr.startswith("beacon: cannot reach the agent at ")
     assert len(refused.stderr.splitlines()) == 1
     assert beacon_cli("send", beacon.public_url).returncode == 2
-    assert beacon_cli("send", beacon.public_url, "x", "--binding", "grpc").returncode == 2
+    grpc = beacon_cli("send", beacon.public_url, "x", "--binding", "grpc")
+    assert grpc.returncode == 2 and "unknown binding 'grpc'" in grpc.stderr
     no_socket = beacon_cli("send", beacon.public_url, "x", "--binding", "unix")
     assert no_socket.returncode == 2 and "--socket" in no_socket.stderr
     none_fit = beacon_cli("send", beacon.public_url, "x", "--binding", "unix", "--socket", str(tmp_path / "s"))
@@ -121,3 +138,58 @@ def test_timeout_exit_code() -> None:
         silent.close()
     assert result.returncode == 3
     assert result.stderr.startswith("beacon: no answer from the agent at ")
+
+
+def test_binding_lists_and_spellings(beacon: Beacon) -> None:
+    """--binding takes the card's spelling in any case, and a comma-separated order of preference; card --binding names the interface it would use, or exits 1 when none fits."""
+    websocket_first = beacon_cli("card", beacon.public_url, "--binding", "websocket,jsonrpc")
+    assert websocket_first.returncode == 0, websocket_first.stderr
+    assert websocket_first.stdout.splitlines()[-1].startswith("selected interface: https://a2a-rust.com/bindings/websocket/v1 1.0  ws://")
+    sent = beacon_cli("send", beacon.public_url, "spelled", "--binding", "JSONRPC")
+    assert sent.returncode == 0, sent.stderr
+    unix_only = beacon_cli("card", beacon.public_url, "--binding", "unix", "--socket", "/nonexistent.sock")
+    assert unix_only.returncode == 1
+    assert unix_only.stderr.startswith("beacon: no interface of the card can be used: ")
+
+
+def test_http_json_against_the_a2a_sdk(sdk_agent: str) -> None:
+    """Against the a2a-sdk's REST routes: card, send and task with --binding http+json; by default the same agent is spoken to over JSON-RPC; an unknown task is the same one-line refusal over both."""
+    card = beacon_cli("card", sdk_agent, "--binding", "http+json")
+    assert card.returncode == 0, card.stderr
+    assert card.stdout.splitlines()[-1] == f"selected interface: HTTP+JSON 1.0  {sdk_agent}/a2a/rest"
+    default = beacon_cli("card", sdk_agent)
+    assert default.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {sdk_agent}/a2a/v1"
+    sent = beacon_cli("send", sdk_agent, "over REST", "--binding", "http+json")
+    assert sent.returncode == 0, sent.stderr
+    word, task_id, state = sent.stdout.split()[:3]
+    assert (word, state) == ("task", "TASK_STATE_COMPLETED")
+    assert sent.stdout.splitlines()[1] == "echo: over REST"
+    for binding in ("http+json", "jsonrpc"):
+        got = beacon_cli("task", sdk_agent, task_id, "--binding", binding)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout.splitlines()[:2] == [f"task {task_id}", "state TASK_STATE_COMPLETED"]
+    as_json = beacon_cli("task", sdk_agent, task_id, "--binding", "http+json", "--json")
+    assert json.loads(as_json.stdout)["id"] == task_id
+    refusals = [beacon_cli("task", sdk_agent, "no-such-task", "--binding", b) for b in ("http+json", "jsonrpc")]
+    for refused in refusals:
+        assert refused.returncode == 1
+        assert refused.stderr == "beacon: the agent refused the request: Task not found (error -32001, TASK_NOT_FOUND)\n"
+    websocket = beacon_cli("send", sdk_agent, "x", "--binding", "websocket")
+    assert websocket.returncode == 1 and "not among the bindings asked for" in websocket.stderr
+
+
+def test_describe_status_errors() -> None:
+    """An HTTP+JSON refusal that names no A2A error is said with its HTTP status, Status and reason; a bare HTTP status stays an unexpected answer."""
+    from beacon.cli._peer import describe_peer
+    from beacon.client import HTTPStatusError
+
+    limited = HTTPStatusError(
+        429, "Too Many Requests", status_name="RESOURCE_EXHAUSTED", message="slow\x1b[31m down", reason="RATE_LIMITED"
+    )
+    assert describe_peer(limited) == (
+        "the agent refused the request: slow\\x1b[31m down (HTTP 429 RESOURCE_EXHAUSTED, RATE_LIMITED)"
+    )
+    bare = HTTPStatusError(502, "Bad Gateway", expected="an HTTP+JSON answer")
+    assert describe_peer(bare) == (
+        "unexpected answer from the agent: the server answered HTTP 502 Bad Gateway without an HTTP+JSON answer"
+    )

@@ -49,6 +49,9 @@ SEND = json.dumps(
     }
 ).encode()
 
+#: The same message, as the HTTP+JSON binding's body.
+REST_SEND = json.dumps(json.loads(SEND)["params"]).encode()
+
 
 #: Every connection the helpers opened in this test, and those already lost.
 _opened: dict[int, tuple[Any, StringTransport]] = {}
@@ -149,6 +152,10 @@ PLAIN = {
     "unparsable JSON": post(b"{nope"),
     "no version": post(SEND).replace(b"A2A-Version: 1.0\r\n", b""),
     "GET of the endpoint": get(b"/a2a/v1"),
+    "SendMessage to the endpoint with a slash": post(SEND, b"/a2a/v1/"),
+    "GET of the endpoint with a slash": get(b"/a2a/v1/"),
+    "card with a slash": get(b"/.well-known/agent-card.json/"),
+    "under a leaf": get(b"/.well-known/agent-card.json/more"),
     "HEAD of the endpoint": get(b"/a2a/v1", method=b"HEAD"),
     "native submission": post(
         json.dumps({"subject": "s", "body": "b", "from": {"name": "n"}}).encode(),
@@ -159,11 +166,38 @@ PLAIN = {
     ),
     "discovery": get(b"/.well-known/autonomous-agent"),
     "schema": get(b"/beacon/0.1/message.schema.json"),
+    "HTTP+JSON SendMessage": post(REST_SEND, b"/a2a/rest/message:send"),
+    "HTTP+JSON SendMessage, a2a+json": post(REST_SEND, b"/a2a/rest/message:send").replace(
+        b"application/json", b"application/a2a+json"
+    ),
+    "HTTP+JSON, a tenant": post(REST_SEND, b"/a2a/rest/acme/message:send"),
+    "HTTP+JSON, the URL with a slash": post(REST_SEND, b"/a2a/rest//message:send"),
+    "HTTP+JSON GetTask": get(b"/a2a/rest/tasks/nope?historyLength=2", b"A2A-Version: 1.0\r\n"),
+    "HTTP+JSON ListTasks": get(
+        b"/a2a/rest/tasks?pageSize=3&includeArtifacts=true", b"A2A-Version: 1.0\r\n"
+    ),
+    "HTTP+JSON bad query": get(b"/a2a/rest/tasks?pageSize=3&pageSize=4", b"A2A-Version: 1.0\r\n"),
+    "HTTP+JSON cancel without a body": post(b"", b"/a2a/rest/tasks/nope:cancel").replace(
+        b"Content-Type: application/json\r\n", b""
+    ),
+    "HTTP+JSON no version": get(b"/a2a/rest/tasks/nope"),
+    "HTTP+JSON, wrong media type": post(REST_SEND, b"/a2a/rest/message:send").replace(
+        b"application/json", b"text/plain"
+    ),
+    "HTTP+JSON no route": get(b"/a2a/rest/nope"),
+    "HTTP+JSON the interface URL": get(b"/a2a/rest"),
+    "HTTP+JSON wrong verb": get(b"/a2a/rest/message:send"),
+    "HTTP+JSON HEAD": get(b"/a2a/rest/tasks/nope", method=b"HEAD"),
+    "HTTP+JSON unparsable": post(b"{nope", b"/a2a/rest/message:send"),
+    "HTTP+JSON extension route": post(b"{}", b"/a2a/rest/extensions/beacon.review.Decide"),
 }
 
 HANDED_OVER = {
     "unknown path": get(b"/nowhere"),
-    "trailing slash": get(b"/a2a/v1/"),
+    "empty segment": get(b"/a2a//v1"),
+    "HTTP+JSON, a percent-escape": get(b"/a2a/rest/tasks/a%3Ab", b"A2A-Version: 1.0\r\n"),
+    "HTTP+JSON DELETE": get(b"/a2a/rest/tasks/t/pushNotificationConfigs/c", method=b"DELETE"),
+    "HTTP+JSON body over the cap": post(b"x" * 70000, b"/a2a/rest/message:send"),
     "percent-escape": get(b"/.well-known/agent-card%2Ejson"),
     "HTTP/1.0": get(b"/.well-known/agent-card.json").replace(b"HTTP/1.1", b"HTTP/1.0"),
     "absolute form": get(b"http://x/.well-known/agent-card.json").replace(b"GET http", b"GET http"),
@@ -433,7 +467,7 @@ def test_a_closing_connection_that_does_not_drain_is_aborted() -> None:
 
 
 def test_routes_only_through_beacons_containers() -> None:
-    """Direct routing follows the children of Beacon's own Containers only: never through another resource, nor a Container subclass (either may route itself)."""
+    """Direct routing follows the children of Beacon's own Containers only: never through another resource, nor a Container subclass (either may route itself); a leaf takes the rest of the path."""
 
     class Gate(Resource):
         def getChildWithDefault(self, path: bytes, request: Any) -> Any:
@@ -449,14 +483,17 @@ def test_routes_only_through_beacons_containers() -> None:
         root.putChild(name, parent)
     root.putChild(b"fast", fast)
     root.putChild(b"plain", Resource())
-    assert direct_resource(root, b"/fast") is fast
-    assert direct_resource(root, b"/box/fast") is fast
+    assert direct_resource(root, b"/fast") == (fast, [])
+    assert direct_resource(root, b"/box/fast") == (fast, [])
     assert direct_resource(root, b"/gate/fast") is None
     assert direct_resource(root, b"/resource/fast") is None
     assert direct_resource(root, b"/routing/fast") is None
     assert direct_resource(Resource(), b"/fast") is None
     assert direct_resource(root, b"/plain") is None
-    assert direct_resource(root, b"/fast/more") is None
+    # A leaf takes the rest of the path, as twisted.web gives it.
+    assert direct_resource(root, b"/fast/more") == (fast, [b"more"])
+    assert direct_resource(root, b"/box/fast/") == (fast, [b""])
+    assert direct_resource(root, b"/box//fast") is None
     assert direct_resource(root, b"/") is None
 
 
@@ -571,6 +608,12 @@ _PATHS = [
     b"//a2a/v1",
     b"/a2a",
     b"/",
+    b"/a2a/rest/message:send",
+    b"/a2a/rest/tasks/x?historyLength=1&A2A-Version=1.0",
+    b"/a2a/rest/tasks?pageSize=2&pageSize=3",
+    b"/a2a/rest/acme/tasks/x:cancel",
+    b"/a2a/rest/tasks/a%3Ab:subscribe",
+    b"/a2a/rest/",
 ]
 _HEADER_NAMES = [
     b"Host", b"A2A-Version", b"a2a-extensions", b"Connection", b"If-None-Match",
@@ -610,7 +653,14 @@ def requests(draw: Any) -> bytes:
     )
     body = draw(
         st.sampled_from(
-            [b"", SEND, b"{nope", b'{"subject":"s","body":"b","from":{"name":"n"}}', b'{"jsonrpc":"2.0"}']
+            [
+                b"",
+                SEND,
+                b"{nope",
+                b'{"subject":"s","body":"b","from":{"name":"n"}}',
+                b'{"jsonrpc":"2.0"}',
+                REST_SEND,
+            ]
         )
     )
     length = draw(st.sampled_from(["right"] * 6 + ["none", "zero"]))

@@ -234,7 +234,7 @@ def assert_too_large(response: RawResponse) -> None:
 
 
 def test_card_is_served_with_the_bound_port(beacon: Beacon) -> None:
-    """GET on the agent card answers 200 JSON whose JSON-RPC interface URL names the port Beacon bound."""
+    """GET on the agent card answers 200 JSON whose interface URLs (JSON-RPC, HTTP+JSON, WebSocket) name the port Beacon bound."""
     response = request(beacon, "GET", CARD_PATH)
     assert response.status == 200
     assert response.headers["Content-Type"].startswith("application/json")
@@ -243,6 +243,7 @@ def test_card_is_served_with_the_bound_port(beacon: Beacon) -> None:
     assert beacon.public_url == base
     assert card["supportedInterfaces"] == [
         {"url": base + JSONRPC_PATH, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": base + "/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {
             "url": f"ws://127.0.0.1:{beacon.port}/a2a/ws",
             "protocolBinding": "https://a2a-rust.com/bindings/websocket/v1",
@@ -294,21 +295,29 @@ def test_card_conditional_get(beacon: Beacon) -> None:
 
 
 def test_card_links_resolve(beacon: Beacon) -> None:
-    """Every URL on the card that points at Beacon itself answers (the JSON-RPC endpoint with 405 to GET, documents with 200)."""
+    """
+    Every URL on the card that points at Beacon itself answers: the
+    JSON-RPC endpoint with 405 to GET, the HTTP+JSON interface URL (the
+    base of its routes, none of them) with its own 404 google.rpc.Status,
+    documents with 200.
+    """
     card = request(beacon, "GET", CARD_PATH).json()
     base = f"http://127.0.0.1:{beacon.port}"
-    jsonrpc = {i["url"] for i in card["supportedInterfaces"]}
-    linked = jsonrpc | {
+    bindings = {i["url"]: i["protocolBinding"] for i in card["supportedInterfaces"]}
+    linked = set(bindings) | {
         url
         for extension in card["capabilities"].get("extensions", [])
         for url in (extension.get("uri"), extension.get("params", {}).get("href"))
         if isinstance(url, str)
     }
+    expected = {"JSONRPC": 405, "HTTP+JSON": 404}
     unanswered = {}
     for url in sorted(u for u in linked if u.startswith(base + "/")):
         response = request(beacon, "GET", url[len(base) :])
-        if response.status != (405 if url in jsonrpc else 200):
+        if response.status != expected.get(bindings.get(url, ""), 200):
             unanswered[url] = response.status
+        elif bindings.get(url) == "HTTP+JSON":
+            assert response.json()["error"]["status"] == "NOT_FOUND"
     assert not unanswered, f"the card links to URLs Beacon does not serve: {unanswered}"
 
 

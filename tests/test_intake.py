@@ -286,19 +286,30 @@ def test_file_parts_are_32005(beacon: Beacon, parts: list[dict[str, Any]]) -> No
     assert beacon.store.submissions == {}
 
 
-@pytest.mark.parametrize("member", ["taskId", "contextId"])
-def test_continuing_a_task_is_32004_whether_or_not_it_exists(
-    beacon: Beacon, member: str
-) -> None:
-    """A message naming a taskId or contextId is -32004, answered identically for an existing and an unknown task, and nothing is stored."""
+def test_a_context_id_is_32004_whether_or_not_it_exists(beacon: Beacon) -> None:
+    """A message naming a contextId is -32004, answered identically for an existing and an unknown context, and nothing is stored."""
     task = beacon.submit()
-    existing = task["id"] if member == "taskId" else task["contextId"]
     answers = [
-        beacon.send(message(text("more " + SECRET), **{member: ident}))
-        for ident in (existing, "a" * 32)
+        beacon.send(message(text("more " + SECRET), contextId=ident))
+        for ident in (task["contextId"], "a" * 32)
     ]
     assert_error(answers[0], -32004, "UNSUPPORTED_OPERATION")
     assert answers[0] == answers[1]
+    assert list(beacon.store.submissions) == [task["id"]]
+
+
+def test_a_task_id_must_name_a_task_and_continues_none(beacon: Beacon) -> None:
+    """
+    A message's taskId must name a task (A2A 3.4.2): an unknown one is
+    -32001; a stored submission's is -32004, as its task is never
+    continued. Nothing is stored, nothing submitted is echoed.
+    """
+    task = beacon.submit()
+    known = beacon.send(message(text("more " + SECRET), taskId=task["id"]))
+    assert_error(known, -32004, "UNSUPPORTED_OPERATION")
+    unknown = beacon.send(message(text("more " + SECRET), taskId="a" * 32))
+    assert_error(unknown, -32001, "TASK_NOT_FOUND")
+    assert SECRET not in json.dumps([known, unknown])
     assert list(beacon.store.submissions) == [task["id"]]
 
 
@@ -614,11 +625,12 @@ def test_card_has_the_required_agent_card_fields() -> None:
         assert all(skill[f] for f in ("id", "name", "description", "tags"))
 
 
-def test_card_declares_exactly_the_jsonrpc_interface() -> None:
-    """supportedInterfaces is exactly the JSON-RPC 1.0 endpoint under the configured public URL."""
+def test_card_declares_the_jsonrpc_then_the_http_json_interface() -> None:
+    """supportedInterfaces is the JSON-RPC 1.0 endpoint, then the HTTP+JSON 1.0 interface, under the configured public URL."""
     card = public_card(CardText(), PUBLIC)
     assert card["supportedInterfaces"] == [
-        {"url": PUBLIC + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": PUBLIC + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": PUBLIC + "/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
 
 

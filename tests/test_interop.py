@@ -20,11 +20,11 @@ from peers.process import Beacon, BeaconLauncher
 
 CLIENT = Path(__file__).parent / "peers" / "a2a_sdk_client.py"
 
-#: The whole peer run (its imports, then card, SendMessage, GetTask) is
-#: bounded by this: a safety net, above the peer's own bound on its run
-#: (three times its per-step TIMEOUT), so that a slow machine fails with the
-#: peer's own message if at all.
-PEER_TIMEOUT = 240.0
+#: The whole peer run (its imports, then card, SendMessage, GetTask, the
+#: GetTask of no task) is bounded by this: a safety net, above the peer's
+#: own bound on its run (four times its per-step TIMEOUT), so that a slow
+#: machine fails with the peer's own message if at all.
+PEER_TIMEOUT = 300.0
 #: How long the test waits for a log line of Beacon's (a safety net).
 LOG_TIMEOUT = 60.0
 
@@ -39,14 +39,14 @@ def beacon(tmp_path: Path) -> Iterator[Beacon]:
         launcher.close()
 
 
-def run_sdk_client(base_url: str, text: str) -> dict[str, dict[str, Any]]:
+def run_sdk_client(base_url: str, text: str, binding: str) -> dict[str, dict[str, Any]]:
     """
-    Run the a2a-sdk peer against C{base_url}; return its output records by
-    step (C{card}, C{send}, C{get}).
+    Run the a2a-sdk peer against C{base_url} over C{binding}; return its
+    output records by step (C{card}, C{send}, C{get}, C{error}).
     """
     try:
         result = subprocess.run(
-            [sys.executable, str(CLIENT), base_url, text],
+            [sys.executable, str(CLIENT), base_url, text, binding],
             capture_output=True,
             text=True,
             timeout=PEER_TIMEOUT,
@@ -62,17 +62,28 @@ def run_sdk_client(base_url: str, text: str) -> dict[str, dict[str, Any]]:
     return {record["step"]: record for record in records}
 
 
-def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
-    """The official a2a-sdk client resolves Beacon's card, selects its JSONRPC interface, gets a TASK_STATE_SUBMITTED Task from SendMessage and the same Task again from GetTask."""
+@pytest.mark.parametrize(
+    "binding, path", [("JSONRPC", "/a2a/v1"), ("HTTP+JSON", "/a2a/rest")], ids=["jsonrpc", "http+json"]
+)
+def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon, binding: str, path: str) -> None:
+    """
+    The official a2a-sdk client resolves Beacon's card, selects the
+    interface of its binding (JSONRPC, or HTTP+JSON with the SDK's REST
+    transport), gets a TASK_STATE_SUBMITTED Task from SendMessage, the same
+    Task again from GetTask, and its own TaskNotFoundError for a task that
+    does not exist.
+    """
     text = f"Hello from the a2a-sdk interop test {uuid.uuid4().hex}."
-    steps = run_sdk_client(beacon.public_url, text)
+    steps = run_sdk_client(beacon.public_url, text, binding)
 
     card = steps["card"]
-    jsonrpc_url = f"http://127.0.0.1:{beacon.port}/a2a/v1"
+    base = f"http://127.0.0.1:{beacon.port}"
+    url = base + path
     assert card["name"] == "Beacon"
     assert card["streaming"] is False
     assert card["interfaces"] == [
-        {"url": jsonrpc_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": base + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": base + "/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {
             "url": f"ws://127.0.0.1:{beacon.port}/a2a/ws",
             "protocolBinding": "https://a2a-rust.com/bindings/websocket/v1",
@@ -81,14 +92,15 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
     ]
 
     sent = steps["send"]
-    assert sent["url"] == jsonrpc_url  # the JSONRPC interface was the one used
+    # The interface of the binding was the one used.
+    assert sent["url"] == (url if binding == "JSONRPC" else url + "/message:send")
     assert sent["a2aVersion"] == "1.0"
     assert sent["state"] == "TASK_STATE_SUBMITTED"
     assert sent["id"]
     assert sent["timestamp"]
 
     got = steps["get"]
-    assert got["url"] == jsonrpc_url
+    assert got["url"].startswith(url)
     assert (got["id"], got["contextId"], got["state"], got["timestamp"]) == (
         sent["id"],
         sent["contextId"],
@@ -96,6 +108,11 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon) -> None:
         sent["timestamp"],
     )
 
-    stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+)", LOG_TIMEOUT)
+    refused = steps["error"]
+    assert refused["error"] == "TaskNotFoundError", refused
+    assert refused["url"].startswith(url)
+
+    stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+) .* via (\S+)", LOG_TIMEOUT)
     assert stored.group(1) == sent["id"]
+    assert stored.group(2) == ("jsonrpc" if binding == "JSONRPC" else "http+json")
     assert text not in beacon.log

@@ -27,6 +27,7 @@ from beacon.protocol import (
     ContentTypeNotSupportedError,
     Dispatcher,
     ExtendedAgentCardNotConfiguredError,
+    ExtensionMethod,
     ExtensionSupportRequiredError,
     IA2AHandler,
     InternalError,
@@ -34,8 +35,11 @@ from beacon.protocol import (
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
+    Method,
     MethodNotFoundError,
+    ParamsReader,
     PushNotificationNotSupportedError,
+    QueryText,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -44,8 +48,10 @@ from beacon.protocol import (
     format_timestamp,
     parse_extensions,
     parse_timestamp,
+    status_object,
     version_supported,
 )
+from beacon.protocol.types import parse_list_tasks
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -636,36 +642,190 @@ def test_unexpected_failure_is_32603_and_discloses_nothing(
     assert logged_events.named("a2a.internal_error") == [event]
 
 
-# Error objects and the small protocol helpers.
+# Dispatcher.run: a method by name, for bindings without envelopes.
+
+
+def failed_with(d: Deferred[Any]) -> A2AError:
+    """The A2AError a Deferred that must already have failed failed with."""
+    results: list[Any] = []
+    d.addBoth(results.append)
+    assert results and isinstance(results[0], Failure), results
+    error = results[0].value
+    assert isinstance(error, A2AError), error
+    return error
+
+
+def run_context(version: str | None = "1.0", extensions: frozenset[str] = frozenset()) -> CallContext:
+    return CallContext(binding="rest", source="192.0.2.7", version=version, extensions=extensions)
+
+
+def test_run_serves_a_method_by_name(harness: Harness) -> None:
+    """run() parses the params as call() does and answers the policy's result itself, with no envelope."""
+    answer = fired(harness.dispatcher.run("GetTask", {"id": "t-1", "historyLength": "3"}, run_context()))
+    assert answer == {"handled": "get_task"}
+    ((name, context, request),) = harness.handler.calls
+    assert (name, context.binding, request.id, request.history_length) == ("get_task", "rest", "t-1", 3)
 
 
 @pytest.mark.parametrize(
-    "error_class, code, http_status",
+    "method, params, version, expected",
     [
-        (JSONParseError, -32700, 400),
-        (InvalidRequestError, -32600, 400),
-        (MethodNotFoundError, -32601, 404),
-        (InvalidParamsError, -32602, 400),
-        (InternalError, -32603, 500),
-        (TaskNotFoundError, -32001, 404),
-        (TaskNotCancelableError, -32002, 400),
-        (PushNotificationNotSupportedError, -32003, 400),
-        (UnsupportedOperationError, -32004, 400),
-        (ContentTypeNotSupportedError, -32005, 400),
-        (InvalidAgentResponseError, -32006, 500),
-        (ExtendedAgentCardNotConfiguredError, -32007, 400),
-        (ExtensionSupportRequiredError, -32008, 400),
-        (VersionNotSupportedError, -32009, 400),
+        ("Nope", {}, "1.0", MethodNotFoundError),
+        ("GetTask", {"id": "t"}, None, VersionNotSupportedError),
+        ("GetTask", {"id": "t"}, "0.3", VersionNotSupportedError),
+        ("GetTask", {}, "1.0", InvalidParamsError),
+        ("GetTask", ["t"], "1.0", InvalidParamsError),
     ],
+    ids=["unknown method", "no version", "another version", "bad params", "params not an object"],
 )
-def test_error_table(error_class: type[A2AError], code: int, http_status: int) -> None:
-    """Each A2A error has the specification's code, ErrorInfo reason and HTTP status, and its data is a list starting with the ErrorInfo."""
+def test_run_fails_with_the_a2a_error(
+    harness: Harness, method: str, params: Any, version: str | None, expected: type[A2AError]
+) -> None:
+    """run() fails with the very A2AError call() answers, in the same order of checks; the policy is not called."""
+    assert type(failed_with(harness.dispatcher.run(method, params, run_context(version)))) is expected
+    assert harness.handler.calls == []
+
+
+def test_run_passes_policy_errors_and_hides_the_rest(harness: Harness, logged_events: Any) -> None:
+    """A policy's A2AError comes out as it is; any other failure is logged and becomes InternalError."""
+    harness.handler.raises = TaskNotFoundError(metadata={"hint": "none"})
+    assert failed_with(harness.dispatcher.run("GetTask", {"id": "t"}, run_context())) is harness.handler.raises
+    logged_events.expect_failures()
+    harness.handler.raises = RuntimeError(SECRET)
+    error = failed_with(harness.dispatcher.run("GetTask", {"id": "t"}, run_context()))
+    assert type(error) is InternalError and SECRET not in error.message
+    assert len(logged_events.named("a2a.internal_error")) == 1
+
+
+def test_run_extension_serves_extension_methods_only() -> None:
+    """
+    With extension=True only an extension method is served (activated as
+    on JSON-RPC); a core method's name is unknown there.
+    """
+    handler = RecordingHandler()
+    handler.decide = lambda context, request: {"decided": request}  # type: ignore[attr-defined]
+    uri = "https://example.org/ext/v1"
+    dispatcher = Dispatcher(
+        handler, {"x.Decide": ExtensionMethod(uri, Method(lambda params: params["id"], "decide"))}
+    )
+    active = run_context(extensions=frozenset({uri}))
+    assert fired(dispatcher.run("x.Decide", {"id": "t"}, active, extension=True)) == {"decided": "t"}
+    refused = failed_with(dispatcher.run("x.Decide", {"id": "t"}, run_context(), extension=True))
+    assert type(refused) is MethodNotFoundError and uri in refused.message
+    core = failed_with(dispatcher.run("GetTask", {"id": "t"}, active, extension=True))
+    assert type(core) is MethodNotFoundError
+    assert handler.calls == []
+
+
+# Query parameters (the HTTP+JSON binding's GET requests).
+
+
+def test_query_text_is_read_as_its_fields_type() -> None:
+    """
+    Values that came as query parameters are text, read as A2A 11.5 spells
+    each type: true/false, decimal numbers, enum names, timestamps.
+    """
+    q = QueryText
+    request = parse_list_tasks(
+        {
+            "pageSize": q("7"),
+            "includeArtifacts": q("true"),
+            "status": q("TASK_STATE_SUBMITTED"),
+            "statusTimestampAfter": q("2027-01-15T08:00:00Z"),
+            "context_id": q("c-1"),
+        }
+    )
+    assert (request.page_size, request.include_artifacts, request.status, request.context_id) == (
+        7,
+        True,
+        "TASK_STATE_SUBMITTED",
+        "c-1",
+    )
+    assert request.status_timestamp_after == datetime(2027, 1, 15, 8, tzinfo=timezone.utc)
+    assert parse_list_tasks({"includeArtifacts": q("false")}).include_artifacts is False
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"includeArtifacts": QueryText("yes")}, "includeArtifacts"),
+        ({"includeArtifacts": "true"}, "includeArtifacts"),
+        ({"pageSize": QueryText("seven")}, "pageSize"),
+        ({"pageSize": [QueryText("7"), QueryText("8")]}, "pageSize"),
+        ({"contextId": [QueryText("a"), QueryText("b")]}, "contextId"),
+    ],
+    ids=["not a boolean", "JSON text is no boolean", "not a number", "a number twice", "a string twice"],
+)
+def test_query_text_that_is_not_its_fields_type(params: dict[str, Any], field: str) -> None:
+    """Query text that does not spell its field's type, or a single field named twice, is -32602 naming it."""
+    with pytest.raises(InvalidParamsError) as raised:
+        parse_list_tasks(params)
+    assert [name for name, _ in raised.value.field_violations] == [field]
+
+
+def test_query_text_lists() -> None:
+    """A repeated field takes repeated names or comma lists, or both; JSON lists stay as they are."""
+    q = QueryText
+    assert ParamsReader({"tags": q("a,b")}, "").strings("tags") == ("a", "b")
+    assert ParamsReader({"tags": [q("a"), q("b,c")]}, "").strings("tags") == ("a", "b", "c")
+    assert ParamsReader({"tags": ["a,b"]}, "").strings("tags") == ("a,b",)
+
+
+# Error objects and the small protocol helpers.
+
+
+#: Each error class: its JSON-RPC code, and its HTTP status and google.rpc
+#: code on the HTTP+JSON binding (A2A 3.3.2 and 5.4; the JSON-RPC codes
+#: the specification does not map are answered as its generic categories:
+#: validation 400 INVALID_ARGUMENT, not found 404, server fault 500).
+ERROR_TABLE = [
+    (JSONParseError, -32700, 400, "INVALID_ARGUMENT"),
+    (InvalidRequestError, -32600, 400, "INVALID_ARGUMENT"),
+    (MethodNotFoundError, -32601, 404, "NOT_FOUND"),
+    (InvalidParamsError, -32602, 400, "INVALID_ARGUMENT"),
+    (InternalError, -32603, 500, "INTERNAL"),
+    (TaskNotFoundError, -32001, 404, "NOT_FOUND"),
+    (TaskNotCancelableError, -32002, 400, "FAILED_PRECONDITION"),
+    (PushNotificationNotSupportedError, -32003, 400, "FAILED_PRECONDITION"),
+    (UnsupportedOperationError, -32004, 400, "FAILED_PRECONDITION"),
+    (ContentTypeNotSupportedError, -32005, 400, "INVALID_ARGUMENT"),
+    (InvalidAgentResponseError, -32006, 500, "INTERNAL"),
+    (ExtendedAgentCardNotConfiguredError, -32007, 400, "FAILED_PRECONDITION"),
+    (ExtensionSupportRequiredError, -32008, 400, "FAILED_PRECONDITION"),
+    (VersionNotSupportedError, -32009, 400, "FAILED_PRECONDITION"),
+]
+
+
+@pytest.mark.parametrize("error_class, code, http_status, grpc_status", ERROR_TABLE)
+def test_error_table(
+    error_class: type[A2AError], code: int, http_status: int, grpc_status: str
+) -> None:
+    """
+    Each A2A error has the specification's code, ErrorInfo reason, HTTP
+    status and google.rpc code; its JSON-RPC data is a list starting with
+    the ErrorInfo, and its HTTP+JSON body is a google.rpc.Status with the
+    same details whose code is the HTTP status.
+    """
     error = error_class()
-    assert (error.code, error.reason, error.http_status) == (code, REASONS[code], http_status)
+    assert (error.code, error.reason, error.http_status, error.grpc_status) == (
+        code,
+        REASONS[code],
+        http_status,
+        grpc_status,
+    )
+    details = [{"@type": ERROR_INFO, "reason": REASONS[code], "domain": A2A_DOMAIN}]
     assert error_object(error) == {
         "code": code,
         "message": error_class.default_message,
-        "data": [{"@type": ERROR_INFO, "reason": REASONS[code], "domain": A2A_DOMAIN}],
+        "data": details,
+    }
+    assert status_object(error) == {
+        "error": {
+            "code": http_status,
+            "status": grpc_status,
+            "message": error_class.default_message,
+            "details": details,
+        }
     }
 
 

@@ -1182,7 +1182,7 @@ async def test_bearer_door_refuses_without_the_token(
 
 @pytest_twisted.ensureDeferred
 async def test_bearer_door_serves_with_the_token(bearer_beacon: Running) -> None:
-    """With the token the card names JSONRPC at the door's URL and declares the bearer scheme, and ListTasks answers."""
+    """With the token the card names JSONRPC at the door's URL, then HTTP+JSON under it, and declares the bearer scheme, and ListTasks answers."""
     found = discovery(bearer_beacon)
     auth = {"Authorization": "Bearer " + found["token"]}
     client = tcp_client()
@@ -1190,7 +1190,8 @@ async def test_bearer_door_serves_with_the_token(bearer_beacon: Running) -> None
     assert response.code == 200
     card = await response.json()
     assert card["supportedInterfaces"] == [
-        {"url": found["url"], "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": found["url"], "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": found["url"] + "a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     schemes = card["securitySchemes"]
     assert [s["httpAuthSecurityScheme"]["scheme"] for s in schemes.values()] == [

@@ -371,12 +371,13 @@ def test_websocket_url() -> None:
 
 
 def test_card_lists_the_binding_after_jsonrpc(tmp_path: Path) -> None:
-    """The public card lists the WebSocket interface after JSONRPC, wss:// for an https public URL."""
+    """The public card lists the WebSocket interface after JSONRPC and HTTP+JSON, wss:// for an https public URL."""
     config = build_config(data_dir=str(tmp_path), public_url="https://beacon.example")
     resources = beacon_resources(config, MemoryStore(), Clock())
     card = json.loads(resources.a2a.card.body)
     assert card["supportedInterfaces"] == [
         {"url": "https://beacon.example/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "https://beacon.example/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {
             "url": "wss://beacon.example/a2a/ws",
             "protocolBinding": WEBSOCKET_BINDING,
@@ -495,7 +496,9 @@ def test_websockets_client_interop(launcher: Any) -> None:
     listener = beacon.process.wait_for(r"ws\.serving: the WebSocket binding at (\S+)", 60.0).group(1)
     with urllib.request.urlopen(beacon.public_url + "/.well-known/agent-card.json", timeout=60) as got:
         card = json.loads(got.read())
-    mounted = card["supportedInterfaces"][1]["url"]
+    (mounted,) = [
+        i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == WEBSOCKET_BINDING
+    ]
     assert mounted == beacon.public_url.replace("http://", "ws://") + "/a2a/ws"
     for url in (mounted + "?A2A-Version=1.0", listener):
         with connect(url, additional_headers={"A2A-Version": "1.0"}, open_timeout=60) as ws:

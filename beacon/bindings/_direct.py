@@ -17,7 +17,9 @@ renders the addressed resource itself, with a L{DirectRequest}:
       within the site's C{max_body}, a GET or HEAD none (or 0);
     - the path leads through Beacon's own L{Container}s (whose children
       are in C{children} and nowhere else) to a resource that provides
-      L{IDirectResource}: one whose C{render} takes any L{IDirectRequest}.
+      L{IDirectResource}: one whose C{render} takes any L{IDirectRequest};
+      a leaf takes the rest of the path as its C{postpath}, as twisted.web
+      gives it (the HTTP+JSON binding's routes under C{/a2a/rest}).
 
 Anything else, from the first request that is not plain onwards, is
 handed over: the connection's bytes go to twisted.web's L{HTTPChannel}
@@ -165,21 +167,28 @@ class IDirectResource(IResource):
     """
 
 
-def direct_resource(root: Any, path: bytes) -> Any:
+def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
     """
-    The resource that C{path} addresses under C{root}, when the way there
-    goes through Beacon's own L{Container}s only (whose children are found
-    in C{children} and nowhere else) and it provides L{IDirectResource};
-    otherwise None.
+    The resource that C{path} addresses under C{root}, and the segments left
+    for it (its C{postpath}), when the way there goes through Beacon's own
+    L{Container}s only (whose children are found in C{children} and nowhere
+    else) and it provides L{IDirectResource}; otherwise None. As twisted.web
+    traverses, a leaf resource takes the rest of the path, a trailing empty
+    segment too (C{/a2a/v1/}).
     """
     found = root
-    for segment in path[1:].split(b"/"):
-        if not segment or type(found) is not Container:
+    segments = path[1:].split(b"/")
+    for index, segment in enumerate(segments):
+        if type(found) is not Container:
+            if getattr(found, "isLeaf", False) and IDirectResource.providedBy(found):
+                return found, segments[index:]
+            return None
+        if not segment:
             return None
         found = found.children.get(segment)
         if found is None:
             return None
-    return found if IDirectResource.providedBy(found) else None
+    return (found, []) if IDirectResource.providedBy(found) else None
 
 
 @lru_cache(maxsize=256)
@@ -222,7 +231,6 @@ class DirectRequest:
     requests).
     """
 
-    postpath: tuple[bytes, ...] = ()
     defaultContentType = b"text/html"
 
     def __init__(
@@ -235,8 +243,10 @@ class DirectRequest:
         headers: dict[bytes, list[bytes]],
         body: bytes,
         close: bool,
+        postpath: list[bytes],
     ) -> None:
         self.channel = channel
+        self.postpath = postpath
         self.method = method
         self.uri = uri
         self.path = path
@@ -620,8 +630,8 @@ class DirectChannel(Protocol):
         if not plain:
             self._hand_over()
             return False
-        found = direct_resource(self._site.resource, path)
-        if found is None:
+        target = direct_resource(self._site.resource, path)
+        if target is None:
             self._hand_over()
             return False
         start = end + 4
@@ -632,8 +642,9 @@ class DirectChannel(Protocol):
         close = b"close" in connection_tokens(headers.get(b"connection"))
         query = line.group(3)
         uri = path + query if query else path
+        found, postpath = target
         request = DirectRequest(
-            self, method, uri, path, query[1:] if query else None, headers, body, close
+            self, method, uri, path, query[1:] if query else None, headers, body, close, postpath
         )
         self._current = request
         self._cancel_deadline()

@@ -10,7 +10,10 @@ before a request reaches a policy, said once.
     - the one JSON shape of a refusal (L{error_body}), written on a
       request (L{refuse}) or straight on a connection whose request is
       still arriving (L{refuse_connection}, L{refuse_slow},
-      L{ConnectionRefusal});
+      L{ConnectionRefusal}); a door may spell its refusals its own way
+      (L{RefusalShape}: the HTTP+JSON binding's are google.rpc.Status),
+      found for a path before any resource is reached by
+      L{refusal_shape};
     - the resources that answer only refusals: L{MethodsResource} (405
       with C{Allow}, CORS preflights), L{Container} and L{NotFound} (404).
 """
@@ -18,7 +21,7 @@ before a request reaches a policy, said once.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Protocol as TypingProtocol, Sequence
 
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
@@ -74,6 +77,45 @@ def error_body(code: str, message: str) -> bytes:
     return dumps({"error": {"code": code, "message": message}})
 
 
+class RefusalShape(TypingProtocol):
+    """
+    How a door spells the body of a transport refusal: its HTTP status,
+    its code in the native vocabulary (C{too_large}, C{rate_limited}...),
+    a message, and the headers it goes with (C{Retry-After}...).
+    """
+
+    def __call__(
+        self, status: int, code: str, message: str, headers: Mapping[bytes, bytes]
+    ) -> bytes: ...
+
+
+def native_refusal(
+    status: int, code: str, message: str, headers: Mapping[bytes, bytes]
+) -> bytes:
+    """The transport's own shape, L{error_body}'s: every door's but HTTP+JSON's."""
+    return error_body(code, message)
+
+
+def refusal_shape(root: Any, path: bytes) -> RefusalShape:
+    """
+    The shape of a refusal of a request for C{path} (its query aside) under
+    C{root}, for a refusal made before the request reaches a resource (a
+    body over the cap): the C{refusal_shape} of the first resource on the
+    way there through static C{children} that has one, else the native
+    shape.
+    """
+    found = root
+    for segment in path.split(b"?", 1)[0][1:].split(b"/"):
+        shape: RefusalShape | None = getattr(found, "refusal_shape", None)
+        if shape is not None:
+            return shape
+        children = getattr(found, "children", None)
+        found = children.get(segment) if children else None
+        if found is None:
+            return native_refusal
+    return getattr(found, "refusal_shape", None) or native_refusal
+
+
 def refuse_slow(channel: Any, what: str, seconds: float) -> None:
     """
     Answer 408 on C{channel} and close it: C{what} (the C{"request
@@ -112,6 +154,9 @@ def refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
 
 
 JSON_TYPE = b"application/json"
+#: The ErrorInfo domain of every reason Beacon itself defines (its
+#: bindings' refusals: TOO_LARGE, RATE_LIMITED...).
+BEACON_DOMAIN = "beacon.unownedminds.com"
 #: The request headers a browser may send cross-origin to an RPC endpoint
 #: (for the origins of C{[server] cors_origins}).
 CORS_REQUEST_HEADERS = b"Content-Type, A2A-Version, A2A-Extensions, Authorization, X-API-Key"
@@ -121,16 +166,19 @@ CORS_EXPOSED_HEADERS = b"A2A-Extensions, Retry-After, WWW-Authenticate"
 CORS_MAX_AGE = b"600"
 
 
-def is_json_media_type(content_type: bytes | None) -> bool:
+def is_json_media_type(
+    content_type: bytes | None, types: tuple[bytes, ...] = (JSON_TYPE,)
+) -> bool:
     """
-    Whether a request's C{Content-Type} is C{application/json}: the media
-    type compared case-insensitively, parameters allowed, a C{charset}
-    only when it is UTF-8.
+    Whether a request's C{Content-Type} is one of C{types}
+    (C{application/json} by default): the media type compared
+    case-insensitively, parameters allowed, a C{charset} only when it is
+    UTF-8.
     """
     if content_type is None:
         return False
     media, _, params = content_type.partition(b";")
-    if media.strip(b" \t").lower() != JSON_TYPE:
+    if media.strip(b" \t").lower() not in types:
         return False
     for param in params.split(b";"):
         name, _, value = param.partition(b"=")
@@ -194,12 +242,18 @@ def refuse(
     code: str,
     message: str,
     headers: dict[bytes, bytes] | None = None,
+    shape: RefusalShape = native_refusal,
 ) -> bytes:
+    """
+    Answer C{request} with a refusal: its status, C{headers} and a JSON
+    body in C{shape}; return the body.
+    """
     request.setResponseCode(status, reason_phrase(status))
     request.setHeader(b"Content-Type", JSON_TYPE)
-    for name, value in (headers or {}).items():
+    headers = headers or {}
+    for name, value in headers.items():
         request.setHeader(name, value)
-    return error_body(code, message)
+    return shape(status, code, message, headers)
 
 
 class MethodsResource(Resource):
@@ -212,9 +266,12 @@ class MethodsResource(Resource):
     allowed: tuple[bytes, ...] = ()
     #: Who answers a CORS preflight (C{OPTIONS}); None: nobody.
     cors: IPreflight | None = None
+    #: Whether the path with a slash after it names this resource too (an
+    #: RPC endpoint a client may address as C{<interface URL>/}).
+    trailing_slash = False
 
     def render(self, request: server.Request) -> bytes | int:
-        if request.postpath:
+        if request.postpath and not (self.trailing_slash and request.postpath == [b""]):
             answer = refuse(request, 404, "not_found", "no such resource")
         elif (
             request.method == b"OPTIONS"
@@ -263,6 +320,7 @@ def container(parent: Resource, name: bytes) -> Resource:
 
 
 __all__ = [
+    "BEACON_DOMAIN",
     "CORS_EXPOSED_HEADERS",
     "CORS_MAX_AGE",
     "CORS_REQUEST_HEADERS",
@@ -275,13 +333,16 @@ __all__ = [
     "IPreflight",
     "MethodsResource",
     "NotFound",
+    "RefusalShape",
     "connection_tokens",
     "container",
     "error_body",
     "field_lines",
     "framing_problem",
     "is_json_media_type",
+    "native_refusal",
     "reason_phrase",
+    "refusal_shape",
     "refuse",
     "refuse_connection",
     "refuse_slow",

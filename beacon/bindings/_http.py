@@ -8,7 +8,7 @@ Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
         ETag and Last-Modified (304 on a matching If-None-Match or
         If-Modified-Since); any other method: 405 with Allow.
 
-    POST /a2a/v1            (JSON-RPC 2.0, one request per body)
+    POST /a2a/v1            (JSON-RPC 2.0, one request per body; /a2a/v1/ too)
         A2A-Version: 1.0    header, or ?A2A-Version=1.0 (the header wins)
         A2A-Extensions: ... optional; activated ones are echoed
         -> 200 application/json {"jsonrpc":"2.0","id":...,"result"|"error"}
@@ -44,7 +44,7 @@ from twisted.python.failure import Failure
 from twisted.web import http, server
 # Bound once: attribute reads on twisted.web.http go through its deprecation proxy.
 from twisted.web.http import CACHED, NO_CONTENT, NOT_MODIFIED
-from twisted.web.resource import IResource, Resource
+from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
@@ -59,11 +59,13 @@ from beacon.bindings._edge import (
     ConnectionRefusal,
     IPreflight,
     MethodsResource,
+    RefusalShape,
     connection_tokens,
-    container,
     error_body,
     framing_problem,
     is_json_media_type,
+    native_refusal,
+    refusal_shape,
     refuse,
     reason_phrase,
     refuse_connection,
@@ -80,6 +82,7 @@ from beacon.protocol import (
     A2AError,
     CallContext,
     Dispatcher,
+    EventStream,
     IStreamSink,
     StreamAnswer,
     dumps,
@@ -89,10 +92,6 @@ from beacon.protocol import (
 )
 
 log = Logger()
-
-
-def _too_large_body(limit: int) -> bytes:
-    return error_body("too_large", f"the request body exceeds {limit} bytes")
 
 
 @implementer(IDirectRequest)
@@ -112,6 +111,9 @@ class LimitedRequest(server.Request):
 
     _received = 0
     _refused = False
+    #: The request line's target, as sent (set by L{BeaconHTTPChannel}
+    #: when the line arrives), for refusals before the request is whole.
+    target = b""
     #: Whether the request is still arriving (not yet whole, not refused).
     receiving = True
     #: The phase still arriving: its timeout setting, and its name.
@@ -216,7 +218,11 @@ class LimitedRequest(server.Request):
             limit=limit,
             source=self._peer_host(),
         )
-        self._refuse_raw(b"413 Content Too Large", _too_large_body(limit))
+        # In the shape of the door the request was for (its resource is not
+        # reached: the request is not whole).
+        shape = refusal_shape(self._site_value("resource", None), self.target)
+        body = shape(413, "too_large", f"the request body exceeds {limit} bytes", {})
+        self._refuse_raw(b"413 Content Too Large", body)
 
     def refuse_slow(self, what: str, seconds: float) -> None:
         """
@@ -277,7 +283,13 @@ class BeaconHTTPChannel(http.HTTPChannel):
     def lineReceived(self, line: bytes) -> None:
         """A line of a request head (counted, then parsed)."""
         self._consumed += len(line) + 2
+        requests = len(self.requests)
         super().lineReceived(line)
+        if len(self.requests) > requests:
+            # A request line: the new request learns its target, for the
+            # shape of a refusal before it is whole.
+            parts = line.split(b" ")
+            self.requests[-1].target = parts[1] if len(parts) == 3 else b""
 
     def rawDataReceived(self, data: bytes) -> None:
         """Body bytes, or bytes held while a request is answered (counted, then read)."""
@@ -589,15 +601,22 @@ class TransportLimits:
         )
 
     def refusal(
-        self, request: server.Request, source: str, *, json_body: bool = False
+        self,
+        request: server.Request,
+        source: str,
+        *,
+        json_body: bool = False,
+        media: tuple[bytes, ...] = (JSON_TYPE,),
+        shape: RefusalShape = native_refusal,
     ) -> bytes | None:
         """
         Apply the rate limit, the media type (with C{json_body}: 415 unless
-        C{Content-Type} is C{application/json}), the credential check (HTTP
+        C{Content-Type} is one of C{media}), the credential check (HTTP
         401 with C{WWW-Authenticate}) and the body cap to C{request}, in that
         order. A request from one of C{cors_origins} gets its CORS headers
         first, so that its page can read a refusal too.
 
+        @param shape: How the door spells a refusal's body.
         @return: The refusal body (status and headers already set), or None
             when the request may go on.
         """
@@ -620,13 +639,16 @@ class TransportLimits:
                 "rate_limited",
                 f"too many requests from this source; retry after {retry} s",
                 {b"Retry-After": str(retry).encode("ascii")},
+                shape,
             )
-        if json_body and not is_json_media_type(request.getHeader(b"Content-Type")):
+        if json_body and not is_json_media_type(request.getHeader(b"Content-Type"), media):
             return refuse(
                 request,
                 415,
                 "unsupported_media_type",
-                "send Content-Type: application/json",
+                "send Content-Type: " + " or ".join(m.decode("ascii") for m in media),
+                None,
+                shape,
             )
         if self.auth.enabled and not self.auth.admits(
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
@@ -639,6 +661,7 @@ class TransportLimits:
                 "this Beacon admits submitters with a credential only; see the "
                 "agent card's securitySchemes",
                 {b"WWW-Authenticate": self.auth.challenge().encode("ascii")},
+                shape,
             )
         content = request.content
         assert content is not None
@@ -651,7 +674,12 @@ class TransportLimits:
                 source=source,
             )
             return refuse(
-                request, 413, "too_large", f"the request body exceeds {self.max_body} bytes"
+                request,
+                413,
+                "too_large",
+                f"the request body exceeds {self.max_body} bytes",
+                None,
+                shape,
             )
         return None
 
@@ -667,12 +695,51 @@ def _header(request: server.Request, name: bytes) -> str | None:
     return b", ".join(values).decode("latin-1") if values else None
 
 
+def call_context(
+    request: server.Request, binding: str, source: str, supported: frozenset[str]
+) -> CallContext:
+    """
+    The context of a call over HTTP: C{A2A-Version} from its header, or
+    without one (or an empty one) from the C{A2A-Version} query parameter;
+    the extensions of C{A2A-Extensions} among those C{supported}.
+    """
+    version = _header(request, b"A2A-Version")
+    if not (version or "").strip():
+        # An empty header carries no version: the query may.
+        values = request.args.get(b"A2A-Version")
+        version = values[0].decode("latin-1") if values else None
+    requested = parse_extensions(
+        [v.decode("latin-1") for v in request.requestHeaders.getRawHeaders(b"A2A-Extensions", [])]
+    )
+    return CallContext(
+        binding=binding, source=source, version=version, extensions=requested & supported
+    )
+
+
+def echo_extensions(request: server.Request, context: CallContext) -> None:
+    """Name the extensions the call activated in the answer's C{A2A-Extensions}."""
+    if context.extensions:
+        request.setHeader(b"A2A-Extensions", ", ".join(sorted(context.extensions)).encode())
+
+
+def write_json(request: server.Request, content_type: bytes, body: bytes) -> None:
+    """Write a whole JSON answer (status and headers set) and finish it."""
+    request.setHeader(b"Content-Type", content_type)
+    # A known length: one write, no chunked framing.
+    request.setHeader(b"Content-Length", b"%d" % len(body))
+    request.write(body)
+    request.finish()
+
+
 class JSONRPCResource(MethodsResource):
     """
-    The A2A JSON-RPC binding: one POSTed request, one JSON response.
+    The A2A JSON-RPC binding: one POSTed request, one JSON response. Its
+    path with a slash after it is the same endpoint (clients that join
+    paths to the interface URL POST to C{/a2a/v1/}).
     """
 
     allowed = (b"POST",)
+    trailing_slash = True
 
     def __init__(
         self,
@@ -722,20 +789,7 @@ class JSONRPCResource(MethodsResource):
             source = self._source(request) if self._source else "local"
         assert request.content is not None
         body = request.content.read()
-        version = _header(request, b"A2A-Version")
-        if not (version or "").strip():
-            # An empty header carries no version: the query may.
-            values = request.args.get(b"A2A-Version")
-            version = values[0].decode("latin-1") if values else None
-        requested = parse_extensions(
-            [v.decode("latin-1") for v in request.requestHeaders.getRawHeaders(b"A2A-Extensions", [])]
-        )
-        context = CallContext(
-            binding=self._binding,
-            source=source,
-            version=version,
-            extensions=requested & self._extensions,
-        )
+        context = call_context(request, self._binding, source, self._extensions)
         finished: list[Failure | None] = []
         request.notifyFinish().addBoth(finished.append)
 
@@ -744,26 +798,22 @@ class JSONRPCResource(MethodsResource):
                 if isinstance(response, StreamAnswer):
                     response.stream.cancel()
                 return  # The peer went away; nothing to answer.
-            if context.extensions:
-                request.setHeader(
-                    b"A2A-Extensions", ", ".join(sorted(context.extensions)).encode()
-                )
+            echo_extensions(request, context)
             if isinstance(response, StreamAnswer):
-                if self._clock is None:
-                    raise RuntimeError("a streaming policy needs a clock")
-                sink = SSESink(request, response.id, self._clock, self._keepalive)
-                request.notifyFinish().addBoth(lambda _: response.stream.cancel())
-                response.stream.attach(sink)
-                return
-            if response is None:
+                request_id = response.id
+                stream_events(
+                    request,
+                    response.stream,
+                    self._clock,
+                    self._keepalive,
+                    lambda result: b"data: " + dumps(success(request_id, result)) + b"\n\n",
+                    lambda error: b"data: " + dumps(failure(request_id, error)) + b"\n\n",
+                )
+            elif response is None:
                 request.setResponseCode(NO_CONTENT)
+                request.finish()
             else:
-                body = dumps(response)
-                request.setHeader(b"Content-Type", JSON_TYPE)
-                # A known length: one write, no chunked framing.
-                request.setHeader(b"Content-Length", b"%d" % len(body))
-                request.write(body)
-            request.finish()
+                write_json(request, JSON_TYPE, dumps(response))
 
         self._dispatcher.dispatch(body, context).addCallback(respond).addErrback(
             lambda reason: log.failure("http.response_failed", reason)
@@ -771,27 +821,50 @@ class JSONRPCResource(MethodsResource):
         return NOT_DONE_YET
 
 
+def stream_events(
+    request: server.Request,
+    stream: EventStream,
+    clock: IReactorTime | None,
+    keepalive: float,
+    event: Callable[[Any], bytes],
+    error: Callable[[A2AError], bytes],
+) -> None:
+    """
+    Answer C{request} with C{stream} as Server-Sent Events (L{SSESink}),
+    each event and a stream error framed by the binding (C{event},
+    C{error}); a peer that goes away cancels the stream.
+    """
+    if clock is None:
+        raise RuntimeError("a streaming policy needs a clock")
+    sink = SSESink(request, clock, keepalive, event, error)
+    request.notifyFinish().addBoth(lambda _: stream.cancel())
+    stream.attach(sink)
+
+
 @implementer(IStreamSink)
 class SSESink:
     """
     Frames a stream's events as Server-Sent Events on an HTTP response:
-    each event one C{data:} line holding the whole JSON-RPC response (the
-    request's id and a C{result}), a stream error one C{data:} line holding
-    the JSON-RPC error response; a comment line every C{keepalive} seconds
-    while idle; the response ends with the stream.
+    each event and a stream error as the binding frames them (JSON-RPC: a
+    C{data:} line holding the whole JSON-RPC response; HTTP+JSON: the bare
+    StreamResponse, and an C{error} event holding a google.rpc.Status); a
+    comment line every C{keepalive} seconds while idle; the response ends
+    with the stream.
     """
 
     def __init__(
         self,
         request: server.Request,
-        request_id: Any,
         clock: IReactorTime,
         keepalive: float,
+        event: Callable[[Any], bytes],
+        error: Callable[[A2AError], bytes],
     ) -> None:
         self._request = request
-        self._id = request_id
         self._clock = clock
         self._keepalive = keepalive
+        self._frame = event
+        self._frame_error = error
         self._done = False
         request.setHeader(b"Content-Type", b"text/event-stream")
         request.setHeader(b"Cache-Control", b"no-store")
@@ -808,64 +881,22 @@ class SSESink:
         if self._timer.active():
             self._timer.cancel()
 
-    def _write(self, response: Any) -> None:
+    def _write(self, frame: bytes) -> None:
         if self._done:
             return
-        self._request.write(b"data: " + dumps(response) + b"\n\n")
+        self._request.write(frame)
         self._timer.reset(self._keepalive)
 
     def event(self, result: Any) -> None:
-        self._write(success(self._id, result))
+        self._write(self._frame(result))
 
     def end(self) -> None:
         if not self._done:
             self._request.finish()
 
     def fail(self, error: A2AError) -> None:
-        self._write(failure(self._id, error))
+        self._write(self._frame_error(error))
         self.end()
-
-
-@dataclass
-class PublicResources:
-    """
-    The public surface as resources, ready to mount into any root: the
-    agent card and the JSON-RPC endpoint.
-    """
-
-    card: PreparedDocument
-    card_resource: DocumentResource
-    jsonrpc: JSONRPCResource
-
-    def mount(self, root: Resource) -> Resource:
-        """
-        Put Beacon's resources into C{root}, beside whatever it already
-        holds: C{/.well-known/agent-card.json} and C{/a2a/v1}.
-
-        @return: C{root}.
-        """
-        container(root, b".well-known").putChild(b"agent-card.json", self.card_resource)
-        container(root, b"a2a").putChild(b"v1", self.jsonrpc)
-        return root
-
-
-def public_resources(
-    dispatcher: Dispatcher,
-    limits: TransportLimits,
-    *,
-    extensions: frozenset[str] = frozenset(),
-    card_max_age: int = 300,
-) -> PublicResources:
-    """
-    Build the public resources. The card is published separately, with
-    C{resources.card.publish(...)}, once the public URL is known.
-    """
-    card = PreparedDocument()
-    return PublicResources(
-        card=card,
-        card_resource=DocumentResource(card, max_age=card_max_age),
-        jsonrpc=JSONRPCResource(dispatcher, limits, extensions=extensions),
-    )
 
 
 __all__ = [
@@ -875,8 +906,10 @@ __all__ = [
     "JSONRPCResource",
     "LimitedRequest",
     "PreparedDocument",
-    "PublicResources",
     "SSESink",
     "TransportLimits",
-    "public_resources",
+    "call_context",
+    "echo_extensions",
+    "stream_events",
+    "write_json",
 ]

@@ -26,7 +26,11 @@ Who may connect is the kernel's answer, not a header's:
 The bearer door answers every request, the card included, only with
 C{Authorization: Bearer <token>} (a per-boot token of 256 random bits,
 compared in constant time); otherwise HTTP 401 with C{WWW-Authenticate:
-Bearer} and a JSON-RPC error body (code -31401). Its URL and token are written
+Bearer} and a JSON-RPC error body (code -31401), or under C{/a2a/rest} the
+HTTP+JSON binding's google.rpc.Status (UNAUTHENTICATED).
+
+Both doors also serve the HTTP+JSON binding under C{/a2a/rest}, the operator
+policy's extension methods at C{POST /a2a/rest/extensions/<method>}. Its URL and token are written
 to a 0600 discovery file once the port is bound, and removed on stop.
 """
 
@@ -56,7 +60,7 @@ from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
 from beacon.interfaces import IBeaconReactor
-from beacon.bindings._edge import NotFound
+from beacon.bindings._edge import NotFound, RefusalShape, native_refusal, refusal_shape
 from beacon.errors import StartupError
 from beacon.protocol import ERROR_INFO_TYPE, dumps
 
@@ -374,8 +378,10 @@ class OperatorSocket(Service):
 class BearerGate(Resource):
     """
     Lets a request through to C{resource} only with the right bearer token;
-    answers anything else with 401, C{WWW-Authenticate: Bearer} and a
-    JSON-RPC error body (-31401, as that binding maps it).
+    answers anything else with 401, C{WWW-Authenticate: Bearer} and the
+    body of the binding the request was for: JSON-RPC's error (-31401, as
+    that binding maps it), or for a resource with a refusal shape of its
+    own (the HTTP+JSON interface) that shape (a google.rpc.Status).
     """
 
     isLeaf = False
@@ -384,6 +390,10 @@ class BearerGate(Resource):
         super().__init__()
         self._resource = resource
         self._expected = b"Bearer " + token.encode("ascii")
+        # Whoever reads the tree (the refusal shapes of requests not yet
+        # whole) sees the guarded resource's children; requests reach them
+        # only through the gate.
+        self.children = getattr(resource, "children", {})
 
     def _authorized(self, request: server.Request) -> bool:
         given = request.getHeader(b"Authorization") or b""
@@ -391,7 +401,7 @@ class BearerGate(Resource):
 
     def getChildWithDefault(self, path: bytes, request: server.Request) -> IResource:
         if not self._authorized(request):
-            return _Unauthorized()
+            return _Unauthorized(self._shape(request))
         # Traversal moved C{path} onto prepath; put it back, so that the
         # guarded resource sees the request as if the gate were not there.
         assert request.prepath is not None and request.postpath is not None
@@ -400,23 +410,36 @@ class BearerGate(Resource):
         return self._resource
 
     def render(self, request: server.Request) -> bytes:
-        return _Unauthorized().render(request)
+        return _Unauthorized(self._shape(request)).render(request)
+
+    def _shape(self, request: server.Request) -> RefusalShape:
+        """The refusal shape of the guarded resource the request was for."""
+        segments = (request.prepath or []) + (request.postpath or [])
+        return refusal_shape(self._resource, b"/" + b"/".join(segments))
 
 
 class _Unauthorized(Resource):
     isLeaf = True
 
+    def __init__(self, shape: RefusalShape) -> None:
+        super().__init__()
+        self._shape = shape
+
     def render(self, request: server.Request) -> bytes:
         request.setResponseCode(401)
-        request.setHeader(b"WWW-Authenticate", b'Bearer realm="beacon-operator"')
+        challenge = b'Bearer realm="beacon-operator"'
+        request.setHeader(b"WWW-Authenticate", challenge)
         request.setHeader(b"Content-Type", b"application/json")
+        message = "a bearer token is required (see the operator discovery file)"
+        if self._shape is not native_refusal:
+            return self._shape(401, "unauthenticated", message, {b"WWW-Authenticate": challenge})
         return dumps(
             {
                 "jsonrpc": "2.0",
                 "id": None,
                 "error": {
                     "code": -31401,
-                    "message": "a bearer token is required (see the operator discovery file)",
+                    "message": message,
                     "data": [
                         {
                             "@type": ERROR_INFO_TYPE,

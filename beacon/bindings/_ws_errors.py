@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable
 
-from beacon.bindings._edge import reason_phrase
+from beacon.bindings._edge import BEACON_DOMAIN, reason_phrase
 from beacon.bindings._limits import Admission
 from beacon.protocol import (
     ERROR_INFO_TYPE,
@@ -29,8 +29,6 @@ from beacon.protocol import (
 
 #: The ErrorInfo domain of the binding's own refusals (the WebSocket binding §6).
 BINDING_DOMAIN = "a2a-rust.com"
-#: The ErrorInfo domain of every reason Beacon itself defines.
-BEACON_DOMAIN = "beacon.unownedminds.com"
 #: The JSON-RPC code of a request frame over C{[limits] max_body}.
 TOO_LARGE_CODE = -31413
 #: The JSON-RPC code of a request frame over the per-source rate.

@@ -1,6 +1,6 @@
 """
-The public HTTP binding: agent card and A2A JSON-RPC resources, mountable in
-any Twisted L{Site} (see L{PublicResources.mount}).
+The public HTTP bindings: the agent card, the A2A JSON-RPC and HTTP+JSON
+resources, mountable in any Twisted L{Site} (see L{PublicResources.mount}).
 """
 
 from beacon.bindings._auth import API_KEY_HEADER, SubmitterAuth, credential_digest
@@ -13,12 +13,13 @@ from beacon.bindings._http import (
     JSONRPCResource,
     LimitedRequest,
     PreparedDocument,
-    PublicResources,
     TransportLimits,
-    public_resources,
 )
+from beacon.bindings._public import PublicResources, public_resources
+from beacon.bindings._rest import A2A_JSON_TYPE, RESTResource
 
 __all__ = [
+    "A2A_JSON_TYPE",
     "API_KEY_HEADER",
     "DEFAULT_MAX_BODY",
     "BeaconSite",
@@ -30,6 +31,7 @@ __all__ = [
     "LimitedRequest",
     "PreparedDocument",
     "PublicResources",
+    "RESTResource",
     "SubmitterAuth",
     "TransportLimits",
     "credential_digest",

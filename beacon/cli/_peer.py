@@ -10,6 +10,7 @@ import argparse
 import json
 from collections.abc import Callable
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred
 
@@ -17,17 +18,21 @@ from beacon.interfaces import IBeaconReactor
 from beacon.cli._options import duration
 from beacon.cli._text import Output, card_lines, dig, inert, json_text, task_lines, violations
 from beacon.client import (
+    BINDINGS,
+    DEFAULT_PREFERENCE,
     A2AClient,
     ClientError,
     Deadline,
     HTTPStatusError,
     InvalidResponse,
+    NoCompatibleInterface,
     RPCError,
     Timeout,
     Timeouts,
     TransportError,
     fetch_card,
     outcome_of,
+    select_interface,
     text_message,
 )
 
@@ -50,9 +55,35 @@ def describe_peer(error: ClientError) -> str:
         if details:
             message += f": {details}"
         return f"the agent refused the request: {message} (error {error.code}{reason})"
+    if isinstance(error, HTTPStatusError) and error.status_name is not None:
+        reason = f", {inert(error.reason)}" if error.reason else ""
+        return (
+            f"the agent refused the request: {inert(error.message or '')} "
+            f"(HTTP {error.status} {inert(error.status_name)}{reason})"
+        )
     if isinstance(error, (HTTPStatusError, InvalidResponse)):
         return f"unexpected answer from the agent: {inert(str(error))}"
     return inert(str(error))
+
+
+def binding_list(value: str) -> list[str]:
+    """
+    C{--binding}'s value: one binding or several, comma-separated, in order
+    of preference (C{http+json}, C{jsonrpc,websocket} ...; any case).
+
+    @raise argparse.ArgumentTypeError: A name is no binding the client implements.
+    """
+    names: list[str] = []
+    for part in value.split(","):
+        name = part.strip().lower()
+        if name not in BINDINGS:
+            raise argparse.ArgumentTypeError(
+                f"unknown binding {part.strip()!r} (choose from {', '.join(BINDINGS)}, "
+                "or several, comma-separated)"
+            )
+        if name not in names:
+            names.append(name)
+    return names
 
 
 def _peer_timeouts(args: argparse.Namespace) -> Timeouts:
@@ -83,20 +114,44 @@ async def _peer_card(reactor: IBeaconReactor, args: argparse.Namespace, io: Outp
     # --socket only says which socket a unix:///path URL's card is read on.
     socket = args.socket if args.url.startswith("unix://") else None
     card = await fetch_card(reactor, args.url, timeouts=_peer_timeouts(args), socket_path=socket)
+    # The interface send and task would use; with --binding, none is an error.
+    try:
+        selected = select_interface(card, args.binding, socket_path=_socket_for(args))
+    except NoCompatibleInterface:
+        if args.binding is not None:
+            raise
+        selected = None
     if args.json:
         io.line(json_text(dict(card.raw)))
+        return 0
+    for line in card_lines(card):
+        io.line(line)
+    if selected is None:
+        io.line("selected interface: none this client can use")
     else:
-        for line in card_lines(card):
-            io.line(line)
+        interface = selected.interface
+        io.line(
+            f"selected interface: {inert(interface.protocol_binding)} "
+            f"{inert(interface.protocol_version)}  {inert(selected.address)}"
+        )
     return 0
 
 
+def _socket_for(args: argparse.Namespace) -> str | None:
+    """The socket a unix interface is dialled at: --socket, or a unix:///path URL's."""
+    if args.socket is not None:
+        return str(args.socket)
+    url = str(args.url)
+    if url.startswith("unix://"):
+        return urlsplit(url).path
+    return None
+
+
 async def _peer_client(reactor: IBeaconReactor, args: argparse.Namespace) -> A2AClient:
-    preference = [args.binding] if args.binding else None
     return await A2AClient.discover(
         reactor,
         args.url,
-        preference=preference,
+        preference=args.binding,
         socket_path=args.socket,
         timeouts=_peer_timeouts(args),
     )
@@ -193,15 +248,16 @@ def add_parsers(commands: Any) -> None:
             "(never a path the card names)",
         )
         parser.add_argument("--json", action="store_true", help="print ProtoJSON")
-
-    def calls(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--binding", choices=("jsonrpc", "websocket", "unix"), default=None,
-            help="use only this binding [default: the card's first one this client implements]",
+            "--binding", metavar="|".join(BINDINGS), type=binding_list, default=None,
+            help="use only this binding, or these (comma-separated, in order of preference) "
+            f"[default: {', '.join(DEFAULT_PREFERENCE)}, the first the card offers]",
         )
 
     card = commands.add_parser(
-        "card", help="show an A2A agent's card", description="Fetch and show an A2A agent's card."
+        "card", help="show an A2A agent's card",
+        description="Fetch and show an A2A agent's card, and the interface send and task would use "
+        "(with --binding, fail when none of those bindings can be used).",
     )
     common(card)
     send = commands.add_parser(
@@ -209,27 +265,25 @@ def add_parsers(commands: Any) -> None:
         description="Send a message to an A2A agent; print the task (id, state) or the reply's text.",
     )
     common(send)
-    calls(send)
     send.add_argument("text", metavar="TEXT")
     send.add_argument("--data", metavar="FILE.json", default=None, help="add this JSON document as a data part")
     task = commands.add_parser(
         "task", help="get a task from an A2A agent", description="Get a task from an A2A agent."
     )
     common(task)
-    calls(task)
     task.add_argument("id", metavar="ID")
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """
     Complete a peer command's C{args} (C{command}, the C{--data} document)
-    and refuse what argparse cannot: C{--binding unix} with no socket, a
+    and refuse what argparse cannot: C{--binding unix} (alone) with no socket, a
     C{--data} file that is not JSON.
 
     @raise SystemExit: A usage error (code 2).
     """
     args.command = args.area
-    if getattr(args, "binding", None) == "unix" and args.socket is None and not args.url.startswith("unix://"):
+    if getattr(args, "binding", None) == ["unix"] and args.socket is None and not args.url.startswith("unix://"):
         parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
     args.data_document = None
     if getattr(args, "data", None) is not None:

@@ -3,9 +3,10 @@ Beacon's outbound clients.
 
   - L{A2AClient} talks to any A2A 1.0 agent: L{fetch_card} reads its card
     (typed: L{AgentCard}), L{select_interface} chooses an interface it
-    implements (JSON-RPC over HTTP(S), the WebSocket binding, JSON-RPC on a
-    unix socket the caller configured), and the client calls the eleven
-    methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
+    implements (JSON-RPC over HTTP(S), HTTP+JSON over HTTP(S), the
+    WebSocket binding, JSON-RPC on a unix socket the caller configured; by
+    default in that order of preference, see L{DEFAULT_PREFERENCE}), and
+    the client calls the eleven methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
     fails.
   - L{OperatorClient} reads and decides on submissions through Beacon's
     own operator socket (or its loopback bearer door), as the
@@ -63,6 +64,8 @@ from beacon.client._operator import (
 from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
 from beacon.client._select import (
     BINDINGS,
+    DEFAULT_PREFERENCE,
+    HTTP_JSON,
     JSONRPC,
     LEGACY_WEBSOCKET,
     Selected,
@@ -81,7 +84,9 @@ __all__ = [
     "DEFAULT_MAX_EVENT",
     "DEFAULT_MAX_MESSAGE",
     "DEFAULT_MAX_RESPONSE",
+    "DEFAULT_PREFERENCE",
     "DEFAULT_TIMEOUT",
+    "HTTP_JSON",
     "IDEMPOTENT",
     "INBOX_EVENTS_EXTENSION",
     "JSONRPC",

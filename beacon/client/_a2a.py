@@ -1,7 +1,7 @@
 """
 The outbound A2A 1.0 client: discover an agent's card, choose an
-interface, and call the eleven methods over JSON-RPC (HTTP or HTTPS), the
-WebSocket binding or a unix socket.
+interface, and call the eleven methods over JSON-RPC (HTTP or HTTPS),
+HTTP+JSON (HTTP or HTTPS), the WebSocket binding or a unix socket.
 
     card = await fetch_card(reactor, "https://agent.example")
     client = A2AClient.for_card(reactor, card)
@@ -57,6 +57,7 @@ from beacon.client._jsonrpc import (
     phrase,
     raise_rpc_error,
 )
+from beacon.client._rest import RESTTransport
 from beacon.client._select import Selected, select_interface
 from beacon.client._sse import DEFAULT_MAX_EVENT
 from beacon.client._stream import ResponseStream
@@ -342,8 +343,20 @@ class A2AClient:
         self._retries = retries
         self._ids = itertools.count(1)
         extra = dict(headers or {})
-        self._transport: HTTPTransport | WebSocketTransport
-        if selected.kind == "websocket":
+        self._transport: HTTPTransport | RESTTransport | WebSocketTransport
+        if selected.kind == "http+json":
+            self._transport = RESTTransport(
+                _http_client(reactor, self._clock, timeouts, None, tls_policy, agent),
+                selected.interface.url,
+                clock=self._clock,
+                address=self.address,
+                response_timeout=timeouts.response,
+                idle_timeout=timeouts.idle,
+                max_response=limits.body,
+                max_event=limits.event,
+                headers=extra,
+            )
+        elif selected.kind == "websocket":
             self._transport = WebSocketTransport(
                 reactor,
                 selected.interface.url,
@@ -390,7 +403,13 @@ class A2AClient:
         A client of the interface of C{card} that L{select_interface}
         chooses.
 
+        @param preference: The bindings to consider, in order of
+            preference (C{["http+json", "jsonrpc"]} ...); default
+            L{DEFAULT_PREFERENCE}: JSON-RPC, HTTP+JSON, WebSocket, then a
+            configured unix socket.
         @raise NoCompatibleInterface: None can be used.
+        @raise ValueError: C{preference} names a binding this client does
+            not implement.
         """
         selected = select_interface(card, preference, socket_path=socket_path)
         return cls(reactor, selected, card=card, **kwargs)
@@ -408,7 +427,7 @@ class A2AClient:
         """
         Fetch the card at C{url} (see L{fetch_card}: a C{unix:///path} URL
         fetches it over that socket, which is then the configured socket),
-        then choose an interface.
+        then choose an interface (C{preference}: as for L{for_card}).
         """
         if socket_path is None:
             socket_path = _socket_of(url)

@@ -58,22 +58,53 @@ class Timeout(ClientError):
 
 class HTTPStatusError(ClientError):
     """
-    The server answered with an HTTP status that carries no JSON-RPC answer.
+    The server answered with an HTTP status that carries no A2A answer: no
+    JSON-RPC response, or on the HTTP+JSON binding no result and no A2A
+    error (a C{google.rpc.Status} whose reason is not an A2A error's, or
+    a body that is no Status at all).
 
     @ivar status: The HTTP status code.
+    @ivar status_name: The Status's C{status} (C{"RESOURCE_EXHAUSTED"} ...),
+        when the body was a C{google.rpc.Status}.
+    @ivar message: Its C{message} (server text: sanitise before printing).
+    @ivar reason: Its C{google.rpc.ErrorInfo} reason, if it has one.
+    @ivar details: Its C{details}, as sent.
     """
 
-    def __init__(self, status: int, phrase: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        phrase: str = "",
+        *,
+        expected: str = "a JSON-RPC answer",
+        status_name: str | None = None,
+        message: str | None = None,
+        reason: str | None = None,
+        details: Any = None,
+    ) -> None:
         self.status = status
+        self.status_name = status_name
+        self.message = message
+        self.reason = reason
+        self.details = details
         text = f"HTTP {status}"
         if phrase:
             text += f" {phrase}"
-        super().__init__(f"the server answered {text} without a JSON-RPC answer")
+        if status_name is None and message is None:
+            super().__init__(f"the server answered {text} without {expected}")
+            return
+        said = ", ".join(x for x in (status_name, reason) if x)
+        super().__init__(
+            f"the server answered {text}: {message or '(no message)'}" + (f" ({said})" if said else "")
+        )
 
 
 class RPCError(ClientError):
     """
-    The server answered with a JSON-RPC error object.
+    The server answered with an A2A error: a JSON-RPC error object, or on
+    the HTTP+JSON binding a C{google.rpc.Status} whose ErrorInfo names an
+    A2A error (read as the JSON-RPC error it stands for, so that callers
+    see the same code whichever binding carried it).
 
     @ivar code: The JSON-RPC error code (C{-32001}: unknown task ...).
     @ivar message: The server's message (server text: sanitise before
@@ -81,13 +112,27 @@ class RPCError(ClientError):
     @ivar reason: The C{google.rpc.ErrorInfo} reason, if the error has one
         (C{"TASK_NOT_FOUND"} ...).
     @ivar metadata: The ErrorInfo's metadata (string values).
-    @ivar data: The error's C{data} member, as sent.
+    @ivar data: The error's C{data} member (on HTTP+JSON, the Status's
+        C{details}), as sent.
+    @ivar http_status: On HTTP+JSON, the HTTP status it came with (the
+        Status's C{code} for an error event of a stream); else None.
+    @ivar status_name: On HTTP+JSON, the Status's C{status}; else None.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        http_status: int | None = None,
+        status_name: str | None = None,
+    ) -> None:
         self.code = code
         self.message = message
         self.data = data
+        self.http_status = http_status
+        self.status_name = status_name
         self.reason: str | None = None
         self.metadata: dict[str, str] = {}
         for detail in data if isinstance(data, list) else []:
@@ -100,7 +145,10 @@ class RPCError(ClientError):
                         k: v for k, v in metadata.items() if isinstance(v, str)
                     }
                 break
-        super().__init__(f"{message} (JSON-RPC error {code})")
+        if http_status is None:
+            super().__init__(f"{message} (JSON-RPC error {code})")
+        else:
+            super().__init__(f"{message} (A2A error {code}, HTTP {http_status})")
 
 
 class InvalidResponse(ClientError):

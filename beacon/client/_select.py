@@ -5,6 +5,7 @@ C{supportedInterfaces} this client talks to.
 The bindings implemented here, by their short names:
 
   - C{jsonrpc}: C{JSONRPC} (HTTP or HTTPS);
+  - C{http+json}: C{HTTP+JSON} (HTTP or HTTPS), the REST binding;
   - C{websocket}: C{https://a2a-rust.com/bindings/websocket/v1} (a2a-rust's WebSocket binding),
     also under its legacy token C{WEBSOCKET};
   - C{unix}: C{https://agentd.dev/a2a/binding/jsonrpc-unix} (agentd's),
@@ -12,11 +13,15 @@ The bindings implemented here, by their short names:
     there, never at the path or URL the card names.
 
 An interface is usable when its binding is one of those and its
-protocolVersion is 1.x. Any other binding (C{GRPC}, C{HTTP+JSON}, an unknown
-URI) is skipped, never guessed at. Without a caller preference the first
-usable entry in the card's order wins (§8.3: the card lists them in the
-agent's order of preference); with one, the caller's order of bindings
-wins, and within a binding the card's order.
+protocolVersion is 1.x. Any other binding (C{GRPC}, an unknown URI) is
+skipped, never guessed at.
+
+Which usable interface is chosen: the first binding of the preference
+order that the card offers, and within a binding the card's first entry
+(§8.3: the card lists them in the agent's order). The order is
+L{DEFAULT_PREFERENCE} (C{jsonrpc}, C{http+json}, C{websocket}, then
+C{unix}) unless the caller gives its own; a caller's order also restricts
+the choice to the bindings it names.
 """
 
 from __future__ import annotations
@@ -26,28 +31,41 @@ from dataclasses import dataclass
 
 from beacon.client._card import AgentCard, AgentInterface
 from beacon.client._errors import NoCompatibleInterface
-from beacon.protocol import JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
+from beacon.protocol import HTTP_JSON_BINDING, JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
 
 #: The JSON-RPC binding's name on a card.
 JSONRPC = JSONRPC_BINDING
+#: The HTTP+JSON (REST) binding's name on a card.
+HTTP_JSON = HTTP_JSON_BINDING
 #: The legacy token some cards use for the WebSocket binding.
 LEGACY_WEBSOCKET = "WEBSOCKET"
 
 #: The bindings this client implements, by short name.
 BINDINGS: dict[str, tuple[str, ...]] = {
     "jsonrpc": (JSONRPC,),
+    "http+json": (HTTP_JSON,),
     "websocket": (WEBSOCKET_BINDING, LEGACY_WEBSOCKET),
     "unix": (UNIX_BINDING,),
 }
+#: The order bindings are preferred in when the caller gives none.
+DEFAULT_PREFERENCE: tuple[str, ...] = ("jsonrpc", "http+json", "websocket", "unix")
+
 _KIND_OF = {binding: kind for kind, bindings in BINDINGS.items() for binding in bindings}
+#: The URL schemes each kind is dialled with (C{unix} dials the configured
+#: path), and what an interface with another URL is said to lack.
+_SCHEMES = {
+    "jsonrpc": (("http://", "https://"), "not an http(s) URL"),
+    "http+json": (("http://", "https://"), "not an http(s) URL"),
+    "websocket": (("ws://", "wss://"), "not a ws(s) URL"),
+}
 
 
 @dataclass(frozen=True)
 class Selected:
     """
     The interface chosen, how to talk to it (C{kind}: C{jsonrpc},
-    C{websocket} or C{unix}) and what is dialled: the interface's URL, or for
-    C{unix} the socket path the caller configured.
+    C{http+json}, C{websocket} or C{unix}) and what is dialled: the
+    interface's URL, or for C{unix} the socket path the caller configured.
     """
 
     interface: AgentInterface
@@ -65,6 +83,25 @@ def binding_kind(binding: str) -> str | None:
     return _KIND_OF.get(binding)
 
 
+def preference_name(name: str) -> str:
+    """
+    The short name C{name} stands for: a short name in any case
+    (C{"HTTP+JSON"}, C{"jsonrpc"}) or a binding's name on a card (its URI,
+    C{"WEBSOCKET"}).
+
+    @raise ValueError: It names no binding this client implements.
+    """
+    lowered = name.strip().lower()
+    if lowered in BINDINGS:
+        return lowered
+    kind = _KIND_OF.get(name.strip())
+    if kind is None:
+        kind = next((k for b, k in _KIND_OF.items() if b.lower() == lowered), None)
+    if kind is None:
+        raise ValueError(f"unknown binding {name!r} (one of {', '.join(BINDINGS)})")
+    return kind
+
+
 def version_usable(version: str) -> bool:
     """Whether C{version} is a 1.x protocolVersion."""
     major, _, minor = version.partition(".")
@@ -80,19 +117,22 @@ def select_interface(
     """
     Choose the interface to talk to.
 
-    @param preference: Short binding names (C{"jsonrpc"}, C{"websocket"},
-        C{"unix"}) in the caller's order; only these are considered. None:
-        every implemented binding, in the card's order.
+    @param preference: Bindings (short names such as C{"jsonrpc"},
+        C{"http+json"}, C{"websocket"}, C{"unix"}, in any case, or their
+        names on a card) in the caller's order of preference; only these
+        are considered. None: L{DEFAULT_PREFERENCE}.
     @param socket_path: The unix socket to dial for a C{unix} interface;
         without it a C{unix} interface is skipped.
     @raise NoCompatibleInterface: Nothing usable (it says why each entry
         was skipped).
-    @raise ValueError: An unknown short name in C{preference}.
+    @raise ValueError: A name in C{preference} that is no binding this
+        client implements.
     """
-    if preference is not None:
-        for name in preference:
-            if name not in BINDINGS:
-                raise ValueError(f"unknown binding {name!r} (one of {', '.join(BINDINGS)})")
+    order = list(
+        dict.fromkeys(
+            DEFAULT_PREFERENCE if preference is None else (preference_name(n) for n in preference)
+        )
+    )
     skipped: list[str] = []
     usable: list[Selected] = []
     for interface in card.supported_interfaces:
@@ -104,7 +144,7 @@ def select_interface(
         if not version_usable(interface.protocol_version):
             skipped.append(f"{label}: protocolVersion is not 1.x")
             continue
-        if preference is not None and kind not in preference:
+        if kind not in order:
             skipped.append(f"{label}: not among the bindings asked for")
             continue
         if kind == "unix":
@@ -113,15 +153,12 @@ def select_interface(
                 continue
             usable.append(Selected(interface, kind, socket_path))
             continue
-        if kind == "jsonrpc" and not interface.url.lower().startswith(("http://", "https://")):
-            skipped.append(f"{label}: not an http(s) URL")
-            continue
-        if kind == "websocket" and not interface.url.lower().startswith(("ws://", "wss://")):
-            skipped.append(f"{label}: not a ws(s) URL")
+        schemes, lacking = _SCHEMES[kind]
+        if not interface.url.lower().startswith(schemes):
+            skipped.append(f"{label}: {lacking}")
             continue
         usable.append(Selected(interface, kind, interface.url))
     if not usable:
         raise NoCompatibleInterface(skipped)
-    if preference is None:
-        return usable[0]
-    return min(usable, key=lambda s: list(preference).index(s.kind))
+    # min() keeps the first of equals: the card's order within a binding.
+    return min(usable, key=lambda s: order.index(s.kind))

@@ -13,6 +13,7 @@ from typing import Any
 from beacon import __version__
 from beacon.protocol import (
     API_KEY_HEADER,
+    HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     PROTOCOL_VERSION,
     WEBSOCKET_BINDING,
@@ -26,6 +27,9 @@ IDENTITY_STATEMENT = (
 
 #: Where the A2A JSON-RPC endpoint lives, relative to the public URL.
 JSONRPC_PATH = "/a2a/v1"
+#: Where the A2A HTTP+JSON interface lives (its routes are relative to
+#: it), on the public listeners and on the operator's doors alike.
+REST_PATH = "/a2a/rest"
 #: Where the A2A WebSocket binding lives on the public listeners.
 WEBSOCKET_PATH = "/a2a/ws"
 #: Beacon's own discovery document (Beacon's public policy), linked from the card.
@@ -65,7 +69,8 @@ def public_card(
     @param text: The operator's card text.
     @param public_url: The base URL the card advertises (no trailing slash).
     @param websocket: Whether the WebSocket binding is served (at
-        L{WEBSOCKET_PATH}, listed after the JSON-RPC interface).
+        L{WEBSOCKET_PATH}, listed after the JSON-RPC and HTTP+JSON
+        interfaces, which are always served).
     @param api_keys: Whether submitter API keys are required (declared as an
         C{apiKeySecurityScheme} in the L{API_KEY_HEADER} header).
     @param bearer: Whether bearer tokens are accepted (declared as an
@@ -83,6 +88,11 @@ def public_card(
             {
                 "url": public_url + JSONRPC_PATH,
                 "protocolBinding": JSONRPC_BINDING,
+                "protocolVersion": PROTOCOL_VERSION,
+            },
+            {
+                "url": public_url + REST_PATH,
+                "protocolBinding": HTTP_JSON_BINDING,
                 "protocolVersion": PROTOCOL_VERSION,
             },
         ],
@@ -211,7 +221,7 @@ def discovery_document(
 
 def operator_card(
     text: CardText,
-    interface: dict[str, str],
+    interfaces: list[dict[str, str]],
     extensions: list[dict[str, Any]],
     *,
     bearer: bool = False,
@@ -219,8 +229,9 @@ def operator_card(
     """
     The operator's card: the same Beacon, seen through the operator's door.
 
-    @param interface: The door's AgentInterface (the unix socket binding
-        with its C{unix:///} URL, or JSONRPC at the bearer door's URL).
+    @param interfaces: The door's AgentInterfaces (the unix socket binding
+        with its C{unix:///} URL; or JSONRPC at the bearer door's URL, then
+        HTTP+JSON at L{REST_PATH} under it).
     @param extensions: The AgentExtension entries of the operator policy.
     @param bearer: Whether the door needs a bearer token (it is then
         declared as the card's security scheme; the socket declares none).
@@ -232,7 +243,7 @@ def operator_card(
             "submission, decide on them, and follow the inbox live. "
             + IDENTITY_STATEMENT
         ),
-        "supportedInterfaces": [interface],
+        "supportedInterfaces": interfaces,
         "version": __version__,
         "capabilities": {
             "streaming": True,

@@ -75,6 +75,15 @@ def status_task(record: TaskStatusRecord) -> dict[str, Any]:
     }
 
 
+def _not_continued(record: TaskStatusRecord | None) -> Any:
+    """Refuse a message that names the task C{record} (None: no such task)."""
+    if record is None:
+        raise TaskNotFoundError()
+    raise UnsupportedOperationError(
+        "each submission opens a new task: taskId and contextId are not accepted"
+    )
+
+
 #: The policy's logger: one, where a class attribute would make a Logger per
 #: event (the namespace is the class's all the same).
 _log = Logger(namespace=f"{__name__}.PublicPolicy")
@@ -187,6 +196,10 @@ class PublicPolicy(NoPushNoExtendedCard):
             raise PushNotificationNotSupportedError(
                 "Beacon never initiates contact: push notifications are not offered"
             )
+        if request.message.task_id:
+            # A message's taskId must name a task (A2A 3.4.2): one that does
+            # not is TaskNotFound; a submission's task is never continued.
+            return self._store.status(request.message.task_id).addCallback(_not_continued)
         content = map_message(request.message, self._validator)
 
         def answer(submission: Submission) -> dict[str, Any]:

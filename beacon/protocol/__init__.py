@@ -6,6 +6,7 @@ table. It imports nothing else of Beacon.
 
 from beacon.protocol._bindings import (
     API_KEY_HEADER,
+    HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     UNIX_BINDING,
     WEBSOCKET_BINDING,
@@ -41,8 +42,9 @@ from beacon.protocol._errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
     error_object,
+    status_object,
 )
-from beacon.protocol._errors import ERROR_INFO_TYPE, RETRY_INFO_TYPE
+from beacon.protocol._errors import BAD_REQUEST_TYPE, ERROR_INFO_TYPE, RETRY_INFO_TYPE
 from beacon.protocol._native import INativeHandler
 from beacon.protocol._stream import CollectingSink, EventStream, IStreamSink
 from beacon.protocol._jsonrpc import (
@@ -60,6 +62,7 @@ from beacon.protocol._jsonrpc import (
 from beacon.protocol.types import (
     Message,
     ParamsReader,
+    QueryText,
     params_parser,
     Part,
     STATE_CANCELED,
@@ -77,15 +80,18 @@ from beacon.protocol.types import (
 
 __all__ = [
     "API_KEY_HEADER",
+    "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",
     "UNIX_BINDING",
     "WEBSOCKET_BINDING",
     "websocket_url",
     "A2A_DOMAIN",
+    "BAD_REQUEST_TYPE",
     "ERROR_INFO_TYPE",
     "MAX_NUMERIC_ID",
     "MAX_REQUEST_ID_LENGTH",
     "ParamsReader",
+    "QueryText",
     "RETRY_INFO_TYPE",
     "RequestId",
     "A2AError",
@@ -129,6 +135,7 @@ __all__ = [
     "VersionNotSupportedError",
     "dumps",
     "error_object",
+    "status_object",
     "failure",
     "params_parser",
     "request_id_of",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 #: The A2A JSON-RPC binding's C{protocolBinding}.
 JSONRPC_BINDING = "JSONRPC"
+#: The A2A HTTP+JSON (REST) binding's C{protocolBinding}.
+HTTP_JSON_BINDING = "HTTP+JSON"
 #: The WebSocket binding's C{protocolBinding}: a2a-rust's extension binding.
 WEBSOCKET_BINDING = "https://a2a-rust.com/bindings/websocket/v1"
 #: The JSON-RPC over unix socket binding's C{protocolBinding} (agentd's).
@@ -27,6 +29,7 @@ def websocket_url(http_url: str) -> str:
 
 __all__ = [
     "API_KEY_HEADER",
+    "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",
     "UNIX_BINDING",
     "WEBSOCKET_BINDING",

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, fail, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface
@@ -254,7 +254,9 @@ class Dispatcher:
         """
         Run an already parsed request; see L{dispatch}.
         """
-        result = maybeDeferred(self._run, request, context)
+        result = maybeDeferred(
+            self._run, request.method, request.params, context, request.notification
+        )
 
         def answered(value: Any) -> dict[str, Any] | StreamAnswer | None:
             if isinstance(value, EventStream):
@@ -267,38 +269,60 @@ class Dispatcher:
             return success(request.id, value)
 
         def refused(reason: Failure) -> dict[str, Any] | None:
-            error: A2AError
-            if isinstance(reason.value, A2AError):
-                error = reason.value
-            else:
-                self.log.failure(
-                    "a2a.internal_error: {method} failed",
-                    reason,
-                    method=request.method,
-                )
-                error = InternalError()
+            error = self._error_of(reason, request.method)
             if request.notification:
                 return None
             return failure(request.id, error)
 
         return result.addCallbacks(answered, refused)
 
-    def _run(self, request: RPCRequest, context: CallContext) -> Any:
-        method = METHODS.get(request.method)
+    def run(
+        self, method: str, params: Any, context: CallContext, *, extension: bool = False
+    ) -> Deferred[Any]:
+        """
+        Run one method by name, for a binding without JSON-RPC envelopes
+        (HTTP+JSON): looked up, its version checked and its params parsed
+        as L{call} does.
+
+        @param extension: Serve an extension method only (a core method's
+            name is then unknown): the binding's route for extension
+            methods names them.
+        @return: A Deferred that fires with the result (an L{EventStream}
+            for a streaming method), or fails with an L{A2AError}, never
+            anything else (an unexpected failure is logged as
+            C{a2a.internal_error} and becomes L{InternalError}).
+        """
+        if extension and method in METHODS:
+            return fail(MethodNotFoundError())
+
+        def refused(reason: Failure) -> Any:
+            raise self._error_of(reason, method)
+
+        return maybeDeferred(self._run, method, params, context, False).addErrback(refused)
+
+    def _error_of(self, reason: Failure, method: str) -> A2AError:
+        """The A2AError to answer C{reason} with; anything else is logged."""
+        if isinstance(reason.value, A2AError):
+            return reason.value
+        self.log.failure("a2a.internal_error: {method} failed", reason, method=method)
+        return InternalError()
+
+    def _run(self, name: str, params: Any, context: CallContext, notification: bool) -> Any:
+        method = METHODS.get(name)
         if method is None:
-            extension = self._extension_methods.get(request.method)
+            extension = self._extension_methods.get(name)
             if extension is None:
                 raise MethodNotFoundError()
             if extension.uri not in context.extensions:
                 raise MethodNotFoundError(
-                    f"{request.method} belongs to an extension; activate it "
+                    f"{name} belongs to an extension; activate it "
                     f"with A2A-Extensions: {extension.uri}"
                 )
             method = extension.method
         if not version_supported(context.version):
             raise VersionNotSupportedError()
-        typed = method.parse(request.params)
-        if method.streaming and request.notification:
+        typed = method.parse(params)
+        if method.streaming and notification:
             # A stream nobody will read is not started.
             return None
         return getattr(self._handler, method.handler)(context, typed)

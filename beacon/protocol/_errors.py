@@ -1,8 +1,10 @@
 """
 A2A 1.0 errors: one exception class per error the specification names, each
-knowing its JSON-RPC code, its C{google.rpc.ErrorInfo} reason and its HTTP
-status, so that policies raise domain errors and one place (L{error_object})
-turns them into wire objects.
+knowing its JSON-RPC code, its C{google.rpc.ErrorInfo} reason, its HTTP
+status and its C{google.rpc.Code} (A2A §5.4), so that policies raise domain
+errors and one place per binding turns them into wire objects: the JSON-RPC
+error member (L{error_object}) or the HTTP+JSON binding's
+C{google.rpc.Status} (L{status_object}).
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ class A2AError(Exception):
 
     @cvar code: The JSON-RPC error code.
     @cvar reason: The ErrorInfo reason (UPPER_SNAKE_CASE).
-    @cvar http_status: The HTTP status the HTTP+JSON binding would use.
+    @cvar http_status: The HTTP status the HTTP+JSON binding answers it
+        with (A2A §5.4).
+    @cvar grpc_status: Its C{google.rpc.Code} name, the C{status} of the
+        HTTP+JSON binding's C{google.rpc.Status} (A2A §5.4, §11.6).
     @cvar default_message: The message used when none is given.
     """
 
     code: ClassVar[int] = -32603
     reason: ClassVar[str] = "INTERNAL_ERROR"
     http_status: ClassVar[int] = 500
+    grpc_status: ClassVar[str] = "INTERNAL"
     default_message: ClassVar[str] = "Internal error"
 
     def __init__(
@@ -82,6 +88,7 @@ class JSONParseError(A2AError):
     code = -32700
     reason = "PARSE_ERROR"
     http_status = 400
+    grpc_status = "INVALID_ARGUMENT"
     default_message = "Invalid JSON payload"
 
 
@@ -91,6 +98,7 @@ class InvalidRequestError(A2AError):
     code = -32600
     reason = "INVALID_REQUEST"
     http_status = 400
+    grpc_status = "INVALID_ARGUMENT"
     default_message = "Request payload validation error"
 
 
@@ -100,6 +108,7 @@ class MethodNotFoundError(A2AError):
     code = -32601
     reason = "METHOD_NOT_FOUND"
     http_status = 404
+    grpc_status = "NOT_FOUND"
     default_message = "Method not found"
 
 
@@ -109,6 +118,7 @@ class InvalidParamsError(A2AError):
     code = -32602
     reason = "INVALID_PARAMS"
     http_status = 400
+    grpc_status = "INVALID_ARGUMENT"
     default_message = "Invalid parameters"
 
 
@@ -122,6 +132,7 @@ class TaskNotFoundError(A2AError):
     code = -32001
     reason = "TASK_NOT_FOUND"
     http_status = 404
+    grpc_status = "NOT_FOUND"
     default_message = "Task not found"
 
 
@@ -131,6 +142,7 @@ class TaskNotCancelableError(A2AError):
     code = -32002
     reason = "TASK_NOT_CANCELABLE"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "Task cannot be canceled"
 
 
@@ -140,6 +152,7 @@ class PushNotificationNotSupportedError(A2AError):
     code = -32003
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "Push notifications are not supported"
 
 
@@ -149,6 +162,7 @@ class UnsupportedOperationError(A2AError):
     code = -32004
     reason = "UNSUPPORTED_OPERATION"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "This operation is not supported"
 
 
@@ -158,6 +172,7 @@ class ContentTypeNotSupportedError(A2AError):
     code = -32005
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
     http_status = 400
+    grpc_status = "INVALID_ARGUMENT"
     default_message = "Incompatible content types"
 
 
@@ -167,6 +182,7 @@ class InvalidAgentResponseError(A2AError):
     code = -32006
     reason = "INVALID_AGENT_RESPONSE"
     http_status = 500
+    grpc_status = "INTERNAL"
     default_message = "Invalid agent response"
 
 
@@ -176,6 +192,7 @@ class ExtendedAgentCardNotConfiguredError(A2AError):
     code = -32007
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "Extended agent card is not configured"
 
 
@@ -185,6 +202,7 @@ class ExtensionSupportRequiredError(A2AError):
     code = -32008
     reason = "EXTENSION_SUPPORT_REQUIRED"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "A required extension was not requested"
 
 
@@ -194,6 +212,7 @@ class VersionNotSupportedError(A2AError):
     code = -32009
     reason = "VERSION_NOT_SUPPORTED"
     http_status = 400
+    grpc_status = "FAILED_PRECONDITION"
     default_message = "This interface speaks A2A 1.0 only; send A2A-Version: 1.0"
 
 
@@ -203,3 +222,20 @@ def error_object(error: A2AError) -> dict[str, Any]:
     C{data}, the list of typed details.
     """
     return {"code": error.code, "message": error.message, "data": error.details()}
+
+
+def status_object(error: A2AError) -> dict[str, Any]:
+    """
+    The HTTP+JSON binding's error body for C{error}: a C{google.rpc.Status}
+    as JSON (A2A §11.6, AIP-193), whose C{code} is the HTTP status it is
+    answered with, and whose C{details} are the JSON-RPC error's C{data}
+    (the ErrorInfo first).
+    """
+    return {
+        "error": {
+            "code": error.http_status,
+            "status": error.grpc_status,
+            "message": error.message,
+            "details": error.details(),
+        }
+    }

@@ -4,7 +4,9 @@ parsers.
 
 Parsing follows ProtoJSON (ADR-001) as the specification asks: camelCase names
 (snake_case accepted), enums by name (numbers accepted), unknown fields
-ignored, REQUIRED fields enforced. A request that does not parse raises
+ignored, REQUIRED fields enforced. A value that came as a URL query parameter
+(the HTTP+JSON binding's GET requests) is a L{QueryText}, read as its field's
+type as A2A §11.5 spells it. A request that does not parse raises
 L{InvalidParamsError} whose C{BadRequest} detail names each failing field by
 its path (never by its value: nothing submitted is echoed).
 """
@@ -193,6 +195,18 @@ class GetExtendedAgentCardRequest:
     tenant: str = ""
 
 
+class QueryText(str):
+    """
+    A request member that came as a URL query parameter (A2A §11.5), where
+    every value is text: a boolean field reads it as C{true} or C{false}, a
+    number field as decimal digits (as ProtoJSON's string form of a number),
+    a repeated field as a comma-separated list; a member named more than
+    once in the query is a list of them.
+    """
+
+    __slots__ = ()
+
+
 @functools.cache
 def _snake(name: str) -> str:
     # Called with the field names of this module only (a fixed set), so the
@@ -247,6 +261,8 @@ class ParamsReader:
         value = self.raw(name)
         if value is None:
             return None
+        if isinstance(value, QueryText) and value in ("true", "false"):
+            return value == "true"
         if not isinstance(value, bool):
             self._fail(name, "must be a boolean")
             return None
@@ -286,6 +302,11 @@ class ParamsReader:
         value = self.raw(name)
         if value is None:
             return ()
+        if isinstance(value, QueryText):
+            value = [value]
+        if isinstance(value, list) and value and all(isinstance(v, QueryText) for v in value):
+            # Repeated names, each perhaps a comma list.
+            value = [item for text in value for item in text.split(",")]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self._fail(name, "must be a list of strings")
             return ()

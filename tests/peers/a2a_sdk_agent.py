@@ -1,14 +1,15 @@
 """
 A small agent on the official a2a-sdk (test-only), for the client's interop
-tests: the SDK's JSON-RPC routes on uvicorn, its default request handler and
-in-memory task store, streaming on. Every message is answered with a Task
+tests: the SDK's JSON-RPC and HTTP+JSON (REST) routes, its default request
+handler and in-memory task store, streaming on. Every message is answered with a Task
 that completes with one artifact, C{echo: <the message's text>}; a
 streaming call sees the task, then the artifact, then the completed status.
 
     python a2a_sdk_agent.py --fd N --port P
 
 It serves on the listening socket C{N} that the test bound on loopback (so
-no port is ever guessed) and names C{http://127.0.0.1:P/a2a/v1} in its card.
+no port is ever guessed). Its card names C{http://127.0.0.1:P/a2a/rest}
+(C{HTTP+JSON}) first, then C{http://127.0.0.1:P/a2a/v1} (C{JSONRPC}).
 
 No ASGI server is installed with the project, so a minimal one is here: one
 HTTP/1.1 request per connection (C{Connection: close}), its body by
@@ -28,7 +29,7 @@ from urllib.parse import unquote
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -46,6 +47,7 @@ from a2a.types.a2a_pb2 import (
 from starlette.applications import Starlette
 
 RPC_PATH = "/a2a/v1"
+REST_PATH = "/a2a/rest"
 
 
 class EchoAgent(AgentExecutor):
@@ -87,10 +89,15 @@ def make_app(port: int) -> Starlette:
         version="1.0.0",
         supported_interfaces=[
             AgentInterface(
+                url=f"http://127.0.0.1:{port}{REST_PATH}",
+                protocol_binding="HTTP+JSON",
+                protocol_version="1.0",
+            ),
+            AgentInterface(
                 url=f"http://127.0.0.1:{port}{RPC_PATH}",
                 protocol_binding="JSONRPC",
                 protocol_version="1.0",
-            )
+            ),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain"],
@@ -100,7 +107,11 @@ def make_app(port: int) -> Starlette:
     handler = DefaultRequestHandler(
         agent_executor=EchoAgent(), task_store=InMemoryTaskStore(), agent_card=card
     )
-    return Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, RPC_PATH))
+    return Starlette(
+        routes=create_agent_card_routes(card)
+        + create_jsonrpc_routes(handler, RPC_PATH)
+        + create_rest_routes(handler, path_prefix=REST_PATH)
+    )
 
 
 async def serve_one(app: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -3,11 +3,12 @@ A real A2A peer: the official C{a2a-sdk} client against a Beacon.
 
 Usage::
 
-    python a2a_sdk_client.py BASE_URL [TEXT]
+    python a2a_sdk_client.py BASE_URL [TEXT [BINDING]]
 
-It resolves the agent card from C{BASE_URL}, creates a non-streaming JSON-RPC
-client from it, sends C{TEXT} as a user message, then GetTasks the returned
-task. It prints one JSON object per line on stdout::
+It resolves the agent card from C{BASE_URL}, creates a non-streaming client
+of C{BINDING} (C{JSONRPC}, the default, or C{HTTP+JSON}) from it, sends
+C{TEXT} as a user message, GetTasks the returned task, then GetTasks a task
+that does not exist. It prints one JSON object per line on stdout::
 
     {"step": "card", "name": ..., "interfaces": [{"url", "protocolBinding",
      "protocolVersion"}], "streaming": false}
@@ -15,6 +16,8 @@ task. It prints one JSON object per line on stdout::
      "timestamp": ..., "url": <the URL the request was POSTed to>,
      "a2aVersion": <its A2A-Version header>}
     {"step": "get", "id": ..., "state": ..., "timestamp": ..., "url": ...}
+    {"step": "error", "error": <the SDK's exception class>, "message": ...,
+     "url": ...}
 
 Any error ends it with exit code 1 and a message on stderr. Only the SDK's
 public client API is used (C{a2a.client}, C{a2a.types}); the httpx client is
@@ -37,7 +40,7 @@ from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientF
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 
 #: Every network step is bounded by this many seconds (a safety net for a
-#: loaded machine; the whole run by three times as much).
+#: loaded machine; the whole run by four times as much).
 TIMEOUT = 60.0
 
 JSONRPC = "JSONRPC"
@@ -59,7 +62,7 @@ def task_record(step: str, task: Task, request: httpx.Request | None) -> dict[st
     }
 
 
-async def run(base_url: str, text: str) -> None:
+async def run(base_url: str, text: str, binding: str) -> None:
     sent: list[httpx.Request] = []
 
     async def record(request: httpx.Request) -> None:
@@ -88,7 +91,7 @@ async def run(base_url: str, text: str) -> None:
         config = ClientConfig(
             streaming=False,
             httpx_client=http_client,
-            supported_protocol_bindings=[JSONRPC],
+            supported_protocol_bindings=[binding],
         )
         client = ClientFactory(config).create(card)
         context = ClientCallContext(timeout=TIMEOUT)
@@ -112,16 +115,32 @@ async def run(base_url: str, text: str) -> None:
             GetTaskRequest(id=responses[0].task.id), context=context
         )
         emit(task_record("get", task, sent[-1] if sent else None))
+
+        try:
+            await client.get_task(GetTaskRequest(id="no-such-task"), context=context)
+        except Exception as e:  # the SDK's own error for the answer
+            request = sent[-1] if sent else None
+            emit(
+                {
+                    "step": "error",
+                    "error": type(e).__name__,
+                    "message": str(e),
+                    "url": str(request.url) if request is not None else None,
+                }
+            )
+        else:
+            raise RuntimeError("GetTask of an unknown task did not fail")
         await client.close()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3):
-        print(f"usage: {argv[0]} BASE_URL [TEXT]", file=sys.stderr)
+    if len(argv) not in (2, 3, 4):
+        print(f"usage: {argv[0]} BASE_URL [TEXT [BINDING]]", file=sys.stderr)
         return 2
-    text = argv[2] if len(argv) == 3 else "Hello from the a2a-sdk interop test."
+    text = argv[2] if len(argv) >= 3 else "Hello from the a2a-sdk interop test."
+    binding = argv[3] if len(argv) == 4 else JSONRPC
     try:
-        asyncio.run(asyncio.wait_for(run(argv[1], text), 3 * TIMEOUT))
+        asyncio.run(asyncio.wait_for(run(argv[1], text, binding), 4 * TIMEOUT))
     except Exception as e:
         print(f"a2a-sdk client failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
