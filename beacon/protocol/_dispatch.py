@@ -157,7 +157,7 @@ class Method:
 
 
 #: The eleven A2A 1.0 JSON-RPC methods. Anything else, the v0.3 names
-#: (C{message/send}, ...) included, is -32601.
+#: (C{message/send}, ...) included, is -32601 (L{method_not_found}).
 METHODS: dict[str, Method] = {
     "SendMessage": Method(types.parse_send_message, "send_message"),
     "SendStreamingMessage": Method(
@@ -183,6 +183,38 @@ METHODS: dict[str, Method] = {
     ),
     "GetExtendedAgentCard": Method(types.parse_get_extended_card, "get_extended_card"),
 }
+
+
+#: The A2A 0.3 method names and the 1.0 method that replaced each: a 0.3
+#: client is told which to use (still -32601: 0.3 is not served).
+V03_METHODS: dict[str, str] = {
+    "message/send": "SendMessage",
+    "message/stream": "SendStreamingMessage",
+    "tasks/get": "GetTask",
+    "tasks/list": "ListTasks",
+    "tasks/cancel": "CancelTask",
+    "tasks/resubscribe": "SubscribeToTask",
+    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
+    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
+    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
+}
+
+
+def method_not_found(method: str) -> MethodNotFoundError:
+    """
+    The -32601 for C{method}, which is not served: for an A2A 0.3 name, its
+    message names the 1.0 method to use (from L{V03_METHODS}, never the
+    caller's text).
+    """
+    replacement = V03_METHODS.get(method)
+    if replacement is None:
+        return MethodNotFoundError()
+    return MethodNotFoundError(
+        f"Method not found: {method} is A2A 0.3; this server speaks A2A 1.0:"
+        f" use {replacement} (with A2A-Version: 1.0)"
+    )
 
 
 @dataclass(frozen=True)
@@ -288,7 +320,7 @@ class Dispatcher:
         if method is None:
             extension = self._extension_methods.get(request.method)
             if extension is None:
-                raise MethodNotFoundError()
+                raise method_not_found(request.method)
             if extension.uri not in context.extensions:
                 raise MethodNotFoundError(
                     f"{request.method} belongs to an extension; activate it "
