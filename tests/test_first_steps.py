@@ -1,0 +1,224 @@
+"""
+First steps that must not trip: what a newcomer meets in their first
+minutes, end to end through the real commands (C{beacon} and C{twistd
+beacon} run as subprocesses, every wait bounded).
+
+- Versions: C{beacon --version} and C{twistd beacon --version} print
+  Beacon's; importing C{beacon.cli} imports nothing heavy, so that the
+  first answers at once (how fast is measured, not asserted: README).
+- Mistakes on the command line or in the configuration: the one-line error
+  comes first, with the near option, key or command for a misspelt one and
+  the expected type with an example for a wrong type, never after twistd's
+  thirty lines of usage.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beacon import __version__
+from peers.process import TWISTD, _die_with_parent
+
+#: The longest one command may take here: a safety net, never a measure.
+COMMAND_TIMEOUT = 60.0
+
+
+def run(argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to its end (bounded), capturing both outputs."""
+    try:
+        return subprocess.run(
+            argv,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(argv)} did not finish within {COMMAND_TIMEOUT} s: {e}")
+
+
+def beacon(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the C{beacon} console script."""
+    return run([sys.executable, "-m", "beacon.cli", *args], cwd)
+
+
+def twistd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run C{twistd ARGS} (its pidfile and log, if any, in C{cwd})."""
+    return run([str(TWISTD), *args], cwd)
+
+
+# Versions, and a light import.
+
+
+def test_beacon_version() -> None:
+    """beacon --version prints Beacon's version, and nothing else."""
+    done = beacon("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"beacon {__version__}\n"
+    assert done.stderr == ""
+
+
+def test_twistd_beacon_version(tmp_path: Path) -> None:
+    """twistd beacon --version prints Beacon's version (and Twisted's), not only Twisted's."""
+    done = twistd("beacon", "--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"beacon {__version__} (Twisted ")
+    assert not (tmp_path / "twistd.pid").exists()
+
+
+#: What `import beacon.cli` must not import: the reactor, the client and
+#: its HTTP stack, the store, the schema validator.
+HEAVY = (
+    "twisted.internet.reactor",
+    "twisted.internet.defer",
+    "twisted.web",
+    "treq",
+    "autobahn",
+    "jsonschema",
+    "psycopg",
+    "sqlite3",
+    "beacon.client",
+    "beacon.store",
+    "beacon.config",
+)
+
+
+def test_importing_the_cli_is_light() -> None:
+    """In a fresh interpreter, importing beacon.cli (what the console script does first) imports none of the heavy modules: each command imports what it needs when it runs."""
+    code = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "import beacon.cli\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    done = run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout)
+    heavy = [m for m in imported if m.startswith(HEAVY)]
+    assert heavy == [], heavy
+    assert "beacon.cli" in imported
+
+
+# Mistakes on twistd's command line and in the configuration.
+
+
+def assert_one_line_first(done: subprocess.CompletedProcess[str], expected: str) -> None:
+    """twistd refused its command line: exit 1, the first line of stderr is C{expected}, no usage printed."""
+    assert done.returncode == 1, done
+    lines = done.stderr.splitlines()
+    assert lines and lines[0] == expected, done.stderr
+    assert len(lines) <= 2, done.stderr
+    assert "Usage:" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--dta", "d"], "twistd beacon: option --dta not recognized (did you mean --data?)"),
+        (
+            ["--opertor", "s"],
+            "twistd beacon: option --opertor not recognized (did you mean --operator?)",
+        ),
+        (
+            ["-n"],
+            "twistd beacon: option -n not recognized: -n is an option of twistd's own;"
+            " give it before beacon (twistd -n beacon ...)",
+        ),
+        (
+            ["--pidfile=x.pid"],
+            "twistd beacon: option --pidfile not recognized: --pidfile is an option of"
+            " twistd's own; give it before beacon (twistd --pidfile=... beacon ...)",
+        ),
+        (
+            ["--http", "nonsense:1"],
+            None,
+        ),
+    ],
+    ids=["near-option", "near-option-2", "twistd-short", "twistd-long", "bad-endpoint"],
+)
+def test_twistd_option_mistakes_come_first_in_one_line(
+    tmp_path: Path, args: list[str], expected: str | None
+) -> None:
+    """A mistake on twistd beacon's command line is one line on stderr, first, naming the near option or where twistd's own goes; then a pointer to --help; no usage, exit 1, nothing started."""
+    done = twistd("beacon", *args, cwd=tmp_path)
+    if expected is None:
+        expected = done.stderr.splitlines()[0] if done.stderr else ""
+        assert expected.startswith("twistd beacon: --http 'nonsense:1' is not a server endpoint")
+    assert_one_line_first(done, expected)
+    assert done.stderr.splitlines()[1] == "(twistd beacon --help lists the options)"
+    assert not (tmp_path / "twistd.pid").exists()
+    assert not (tmp_path / "beacon-data").exists()
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        (
+            "[server]\nacces_log = true\n",
+            "unknown key 'acces_log' in [server] (did you mean 'access_log'?)",
+        ),
+        ("[limit]\nrate = 1\n", "unknown section [limit] (did you mean [limits]?)"),
+        ("[server]\nrate = 1\n", "unknown key 'rate' in [server]: it belongs in [limits]"),
+        (
+            '[limits]\nmax_body = "64k"\n',
+            "[limits] max_body must be a whole number, not a string,"
+            " for example: max_body = 65536",
+        ),
+        (
+            '[websocket]\nrequire_origin = "yes"\n',
+            "[websocket] require_origin must be true or false, not a string,"
+            " for example: require_origin = false",
+        ),
+    ],
+    ids=["near-key", "near-section", "key-elsewhere", "wrong-type-int", "wrong-type-bool"],
+)
+def test_twistd_configuration_mistakes_come_first_in_one_line(
+    tmp_path: Path, toml: str, expected: str
+) -> None:
+    """A mistake in the --config file is one line, first: the near key or section, the section a key belongs in, or the type expected with an example."""
+    config = tmp_path / "beacon.toml"
+    config.write_text(toml)
+    done = twistd("beacon", "--config", str(config), cwd=tmp_path)
+    assert_one_line_first(done, f"twistd beacon: {expected}")
+
+
+# Mistakes on beacon's command line.
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["review", "list", "--lmit", "3"],
+            "beacon review list: error: unrecognized arguments: --lmit 3 (did you mean --limit?)",
+        ),
+        (
+            ["db", "status", "--stroe", "sqlite:///x"],
+            "beacon db status: error: unrecognized arguments: --stroe sqlite:///x"
+            " (did you mean --store?)",
+        ),
+        (["sned", "http://x", "hi"], "(did you mean send?)"),
+        (["review", "lst"], "(did you mean list?)"),
+        (
+            ["review", "list", "--limit", "none"],
+            "beacon review list: error: argument --limit: 'none' is not a positive whole number",
+        ),
+    ],
+    ids=["near-option", "db-near-option", "near-command", "near-action", "wrong-value"],
+)
+def test_beacon_option_mistakes_come_first_in_one_line(args: list[str], expected: str) -> None:
+    """A mistake on beacon's command line: exit 2, the one-line error first (with the near option, command or action), then the command's usage."""
+    done = beacon(*args)
+    assert done.returncode == 2, done
+    lines = done.stderr.splitlines()
+    assert lines[0] == expected or (expected.startswith("(") and lines[0].endswith(expected)), lines
+    assert lines[1].startswith("usage: beacon"), lines
+    assert done.stdout == ""
