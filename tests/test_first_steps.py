@@ -22,7 +22,14 @@ from pathlib import Path
 import pytest
 
 from beacon import __version__
-from peers.process import TWISTD, _die_with_parent
+from peers.process import (
+    LOOPBACK_HTTP,
+    STARTED,
+    TWISTD,
+    BeaconLauncher,
+    TwistdProcess,
+    _die_with_parent,
+)
 
 #: The longest one command may take here: a safety net, never a measure.
 COMMAND_TIMEOUT = 60.0
@@ -222,3 +229,40 @@ def test_beacon_option_mistakes_come_first_in_one_line(args: list[str], expected
     assert lines[0] == expected or (expected.startswith("(") and lines[0].endswith(expected)), lines
     assert lines[1].startswith("usage: beacon"), lines
     assert done.stdout == ""
+
+
+# Two Beacons on one host.
+
+
+def test_second_beacon_on_the_same_data_directory_is_told_which_to_use(tmp_path: Path) -> None:
+    """A second twistd beacon on the data directory of one that runs (its own pidfile given) exits 1, its first line naming the socket answered and a data directory to use instead; started with that directory and a pidfile of its own, it runs beside the first."""
+    launcher = BeaconLauncher(tmp_path)
+    try:
+        first = launcher.start()
+        data = launcher.data
+        done = twistd(
+            "-n", "--pidfile=second.pid", "--logfile=second.log",
+            "beacon", "--data", str(data), "--http", LOOPBACK_HTTP,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 1, done
+        line = done.stderr.splitlines()[0]
+        other = f"{data}-2"
+        assert line == (
+            f"beacon: cannot start: operator socket: another process (another Beacon?) is"
+            f" answering on {data / 'operator.sock'}; to run a second Beacon on this host,"
+            f" give it a data directory of its own, for example --data {other}"
+            f" (and twistd --pidfile={other}.pid), or another --operator socket"
+        ), line
+        assert not (tmp_path / "second.pid").exists()
+        beside = TwistdProcess(
+            ["--data", other, "--http", LOOPBACK_HTTP],
+            tmp_path,
+            wrap=lambda argv: [argv[0], f"--pidfile={other}.pid", *argv[1:]],
+        )
+        launcher.processes.append(beside)
+        beside.wait_for(STARTED, COMMAND_TIMEOUT)
+        assert Path(f"{other}.pid").exists()
+        assert first.process.process.poll() is None
+    finally:
+        launcher.close()
