@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from beacon import __version__
+from peers.postgres import ADMIN_URL, RunDatabase, postgresql, with_database  # noqa: F401
 from peers.process import (
     LOOPBACK_HTTP,
     STARTED,
@@ -266,3 +269,51 @@ def test_second_beacon_on_the_same_data_directory_is_told_which_to_use(tmp_path:
         assert first.process.process.poll() is None
     finally:
         launcher.close()
+
+
+# beacon db: what it will do, then what it did; what to create.
+
+
+def test_db_commands_say_what_they_will_do_first(tmp_path: Path) -> None:
+    """beacon db status says which database it reads (changing nothing) before reading it; beacon db upgrade says which migrations it will apply before applying them, then what it did."""
+    status = beacon("db", "status", cwd=tmp_path)
+    assert status.returncode == 1, status.stderr
+    first, second = status.stdout.splitlines()
+    assert first == "reading the schema version of sqlite:///beacon-data/beacon.sqlite3 (changing nothing) ..."
+    assert second.startswith("sqlite:///beacon-data/beacon.sqlite3: schema version 0, ")
+    assert not (tmp_path / "beacon-data").exists()
+    upgrade = beacon("db", "upgrade", cwd=tmp_path)
+    assert upgrade.returncode == 0, upgrade.stderr
+    lines = upgrade.stdout.splitlines()
+    assert lines[0] == "reading the schema version of sqlite:///beacon-data/beacon.sqlite3 ..."
+    assert lines[1].startswith("applying ") and lines[1].endswith(" ...")
+    assert lines[2].startswith("sqlite:///beacon-data/beacon.sqlite3: schema version 0 -> ")
+    again = beacon("db", "upgrade", cwd=tmp_path)
+    assert again.stdout.splitlines()[1].endswith(", up to date")
+
+
+def test_missing_postgresql_database_or_role_names_the_command_to_run(
+    postgresql: RunDatabase,  # noqa: F811
+) -> None:
+    """A PostgreSQL database or role that does not exist is one line on stderr (exit 1) ending with the createdb or createuser command that makes it."""
+    parts = urlsplit(ADMIN_URL)
+    host, port = parts.hostname, parts.port or 5432
+    missing = f"beacon_missing_{uuid.uuid4().hex[:8]}"
+    database = beacon("db", "status", "--store", with_database(ADMIN_URL, missing))
+    assert database.returncode == 1
+    (line,) = database.stderr.splitlines()
+    assert f'database "{missing}" does not exist' in line
+    assert line.endswith(
+        f"; create it (as a PostgreSQL superuser): createdb -h {host} -p {port}"
+        f" -O {parts.username} {missing}"
+    ), line
+    role = f"beacon_role_{uuid.uuid4().hex[:8]}"
+    url = urlunsplit((parts.scheme, f"{role}@{host}:{port}", "/beacon", "", ""))
+    refused = beacon("db", "upgrade", "--store", url)
+    assert refused.returncode == 1
+    (line,) = refused.stderr.splitlines()
+    assert f'role "{role}" does not exist' in line
+    assert line.endswith(
+        f"; create the role (as a PostgreSQL superuser): createuser -h {host} -p {port} {role},"
+        f" then, if the database is missing too: createdb -h {host} -p {port} -O {role} beacon"
+    ), line
