@@ -17,8 +17,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -29,6 +33,7 @@ from peers.process import (
     LOOPBACK_HTTP,
     STARTED,
     TWISTD,
+    Beacon,
     BeaconLauncher,
     TwistdProcess,
     _die_with_parent,
@@ -317,3 +322,116 @@ def test_missing_postgresql_database_or_role_names_the_command_to_run(
         f"; create the role (as a PostgreSQL superuser): createuser -h {host} -p {port} {role},"
         f" then, if the database is missing too: createdb -h {host} -p {port} -O {role} beacon"
     ), line
+
+
+# beacon send: an endpoint's URL, data that is not structured, too much.
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Beacon]:
+    """A Beacon on a free loopback port, its data in tmp_path/data; stopped afterwards."""
+    launcher = BeaconLauncher(tmp_path)
+    try:
+        yield launcher.start()
+    finally:
+        launcher.close()
+
+
+def inbox(tmp_path: Path) -> list[Any]:
+    """The tasks in the running Beacon's inbox (beacon review list --json)."""
+    listed = beacon("review", "list", "--data", str(tmp_path / "data"), "--json")
+    assert listed.returncode == 0, listed.stderr
+    tasks: list[Any] = json.loads(listed.stdout).get("tasks", [])
+    return tasks
+
+
+def test_send_to_an_endpoint_url_finds_the_card_at_the_origin(running: Beacon) -> None:
+    """beacon send, card and task given the JSON-RPC endpoint's URL instead of the base URL find the card at the URL's origin, and say so in one line on stderr; the command then does what it was asked."""
+    endpoint = f"{running.public_url}/a2a/v1"
+    note = (
+        f"beacon: no agent card at {endpoint}/.well-known/agent-card.json (HTTP 404);"
+        f" using the card at the URL's origin, {running.public_url}/.well-known/agent-card.json"
+        f" (give the agent's base URL, {running.public_url})"
+    )
+    sent = beacon("send", endpoint, "sent to the endpoint's URL")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stderr.splitlines() == [note]
+    word, task_id, state = sent.stdout.split()[:3]
+    assert (word, state) == ("task", "TASK_STATE_SUBMITTED")
+    got = beacon("task", endpoint, task_id)
+    assert got.returncode == 0 and got.stderr.splitlines() == [note]
+    card = beacon("card", endpoint)
+    assert card.returncode == 0 and card.stderr.splitlines() == [note]
+
+
+def test_no_card_at_the_url_nor_its_origin(tmp_path: Path) -> None:
+    """When neither the URL nor its origin has a card, one line says both (exit 1)."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_error(404)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        done = beacon("send", f"{base}/a2a/v1", "hello")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(COMMAND_TIMEOUT)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        f"beacon: no agent card at {base}/a2a/v1/.well-known/agent-card.json (HTTP 404),"
+        " nor at the URL's origin: unexpected answer from the agent: the server answered HTTP 404"
+    ), line
+
+
+@pytest.mark.parametrize(
+    ("document", "problems"),
+    [
+        (
+            {"subject": "s", "body": "b", "sender": "Ada"},
+            "the property from is missing; the property sender is not allowed",
+        ),
+        (
+            {"from": {"nam": "Ada"}, "subject": "s", "body": "b"},
+            "the property from.name is missing; the property from.nam is not allowed",
+        ),
+        ({"from": {"name": "Ada"}, "subject": "", "body": "b"}, "subject: '' should be non-empty"),
+    ],
+    ids=["missing-and-extra", "nested", "empty"],
+)
+def test_send_data_that_beacon_would_not_take_is_not_sent(
+    running: Beacon, tmp_path: Path, document: dict[str, Any], problems: str
+) -> None:
+    """beacon send --data FILE whose document fails Beacon's message schema is refused before sending (exit 1), naming each missing or extra property; nothing is sent, not even the text."""
+    data = tmp_path / "message.json"
+    data.write_text(json.dumps(document))
+    done = beacon("send", running.public_url, "and some text", "--data", str(data))
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.splitlines() == [
+        f"beacon: not sent: Beacon refuses --data {data} as structured data"
+        f" (its message schema): {problems}"
+    ]
+    assert inbox(tmp_path) == []
+    valid = tmp_path / "valid.json"
+    valid.write_text(json.dumps({"from": {"name": "Ada"}, "subject": "s", "body": "b"}))
+    sent = beacon("send", running.public_url, "", "--data", str(valid))
+    assert sent.returncode == 0, sent.stderr
+    assert len(inbox(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "websocket"])
+def test_send_too_large_names_the_limit(running: Beacon, binding: str) -> None:
+    """A message over Beacon's body limit is refused as too large, naming the limit, on either binding."""
+    done = beacon("send", running.public_url, "x" * 70_000, "--binding", binding)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "beacon: the agent refused the message: too large: the limit is 65536 bytes"
+    ]
