@@ -15,6 +15,7 @@ beacon} run as subprocesses, every wait bounded).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -435,3 +436,28 @@ def test_send_too_large_names_the_limit(running: Beacon, binding: str) -> None:
     assert done.stderr.splitlines() == [
         "beacon: the agent refused the message: too large: the limit is 65536 bytes"
     ]
+
+
+# The words a newcomer reads.
+
+#: How text points outside the project: a sibling directory of the
+#: checkout, a machine's work directory, the design notes it came from.
+OUTSIDE = re.compile(r"\.\./shared|(?<![\w.])/work/|\bseeds? 0\d\d\b", re.IGNORECASE)
+
+
+def test_text_names_no_file_outside_the_project() -> None:
+    """README, docs, etc/ and every comment and docstring of the code, tests and benchmarks name no file outside the project (they link the specifications instead)."""
+    root = Path(__file__).parent.parent
+    paths = [root / "README.rst", root / "Makefile", root / "Dockerfile"]
+    for folder, pattern in (("docs", "*"), ("etc", "*"), ("beacon", "*.py"), ("tests", "*.py"), ("bench", "*.py"), (".ci", "*")):
+        paths += [p for p in (root / folder).rglob(pattern) if p.is_file()]
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in paths
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line) and path.name != "test_first_steps.py"
+    ]
+    assert found == []
+    readme = (root / "README.rst").read_text()
+    assert "https://a2a-protocol.org/latest/specification/" in readme
+    assert "Cryptographic identity does not establish autonomy, consciousness or" in readme
