@@ -421,6 +421,10 @@ class _Unauthorized(Resource):
     isLeaf = True
 
     def render(self, request: server.Request) -> bytes:
+        # Counted on the door's site (a BeaconSite's refusals).
+        refusals = getattr(getattr(request, "site", None), "refusals", None)
+        if refusals is not None:
+            refusals["unauthenticated"] += 1
         request.setResponseCode(401)
         request.setHeader(b"WWW-Authenticate", b'Bearer realm="beacon-operator"')
         request.setHeader(b"Content-Type", b"application/json")
