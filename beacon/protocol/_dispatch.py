@@ -13,6 +13,7 @@ Nothing about an unexpected failure reaches the peer.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -245,6 +246,10 @@ class StreamAnswer:
 class Dispatcher:
     """
     Runs JSON-RPC request bodies against one policy.
+
+    @ivar errors: How many error answers it made, by ErrorInfo reason
+        (C{"PARSE_ERROR"}, C{"VERSION_NOT_SUPPORTED"}, ...), for the
+        metrics.
     """
 
     log = Logger()
@@ -262,6 +267,7 @@ class Dispatcher:
         """
         self._handler = handler
         self._extension_methods = dict(extension_methods or {})
+        self.errors: Counter[str] = Counter()
 
     def dispatch(
         self, body: bytes, context: CallContext
@@ -277,6 +283,7 @@ class Dispatcher:
         try:
             request = parse_request(loads(body))
         except A2AError as error:
+            self.errors[error.reason] += 1
             return _fired(failure(request_id_of(error), error))
         return self.call(request, context)
 
@@ -309,6 +316,7 @@ class Dispatcher:
                     method=request.method,
                 )
                 error = InternalError()
+            self.errors[error.reason] += 1
             if request.notification:
                 return None
             return failure(request.id, error)
