@@ -270,6 +270,9 @@ class Config:
         (C{[auth]}); none by default.
     @ivar notify: Where the operator is told of new submissions
         (C{[notify]}); nowhere by default.
+    @ivar metrics_listen: An endpoint serving C{/metrics} (and the health
+        checks) on a site of its own (C{[metrics] listen}); empty: none
+        (the operator doors serve C{/metrics} regardless).
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -287,6 +290,7 @@ class Config:
     websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
     auth: Auth = field(default_factory=lambda: Auth())
     notify: Notify = field(default_factory=Notify)
+    metrics_listen: str = ""
 
     @property
     def socket_path(self) -> str | None:
@@ -351,6 +355,7 @@ _SECTIONS: dict[str, set[str]] = {
         "smtp_password_file",
         "smtp_ca_file",
     },
+    "metrics": {"listen"},
 }
 
 
@@ -654,6 +659,7 @@ def build_config(
         auth=_submitter_auth(values.get("auth", {})),
         notify=_notify(values.get("notify", {})),
     )
+    config = _metrics(config, values.get("metrics", {}))
     if "listen" in websocket_values:
         config = replace(
             config, ws=_strings("websocket", "listen", websocket_values["listen"])
@@ -910,6 +916,8 @@ def validate(config: Config) -> Config:
             raise ConfigError("the operator socket path is longer than 107 bytes")
     if config.operator_http:
         _check_loopback_tcp(config.operator_http)
+    if config.metrics_listen:
+        _check_metrics_listen(config.metrics_listen)
     card = config.card
     if not card.name.strip():
         raise ConfigError("[card] name must not be empty")
@@ -927,3 +935,31 @@ def validate(config: Config) -> Config:
             documentation_url=check_url("[card] documentation_url", card.documentation_url),
         )
     return replace(config, card=card)
+
+
+def _metrics(config: Config, values: dict[str, Any]) -> Config:
+    """C{config} with C{[metrics]} read from C{values}."""
+    if "listen" in values:
+        listen = _typed("metrics", "listen", values["listen"], str)
+        config = replace(config, metrics_listen=listen)
+    return config
+
+
+def _check_metrics_listen(description: str) -> None:
+    """
+    Check that C{[metrics] listen} is a server endpoint string, reading it
+    as Twisted does (on a L{MemoryReactor}: nothing is bound).
+
+    @raise ConfigError: It is not.
+    """
+    from twisted.internet.endpoints import serverFromString
+    from twisted.internet.protocol import Factory
+    from twisted.internet.testing import MemoryReactor
+
+    try:
+        serverFromString(MemoryReactor(), description).listen(Factory())
+    except Exception:
+        raise ConfigError(
+            f"[metrics] listen {description!r} is not an endpoint, for example: "
+            'listen = "tcp:9464:interface=127.0.0.1"'
+        ) from None
