@@ -104,7 +104,8 @@ class Parser(argparse.ArgumentParser):
         """Write the one-line error first, then the usage; exit 2."""
         choice = _INVALID_CHOICE.search(message)
         if choice is not None:
-            choices = re.findall(r"'(.*?)'", choice.group(2))
+            # Choices are quoted or not, as the Python version writes them.
+            choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
             near = did_you_mean(choice.group(1), choices)
             if near is not None:
                 message += f" (did you mean {near}?)"
