@@ -13,8 +13,7 @@ counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from twisted.internet.defer import Deferred
 from zope.interface import Interface
@@ -29,10 +28,10 @@ DECISION_NOT_FOUND = "not_found"
 DECISION_FAILED = "failed"
 
 
-@dataclass(frozen=True)
-class BatchReport:
+class BatchReport(NamedTuple):
     """
-    One batch the store's writer finished.
+    One batch the store's writer finished (a named tuple: made once per
+    batch on the reactor thread, it costs little).
 
     @ivar size: The writes in it (submissions and decisions).
     @ivar seconds: From handing the batch to the writer thread until its

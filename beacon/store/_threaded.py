@@ -764,23 +764,29 @@ class ThreadedStore(Service):
         """
         Tell the batch observers what became of C{batch}.
         """
-        stored: list[Submission] = []
-        decisions: list[str] = []
-        if isinstance(result, Failure):
-            decisions = [DECISION_FAILED for write, _ in batch if isinstance(write, _Decision)]
-        else:
-            for (write, _), outcome in zip(batch, result):
-                if isinstance(write, Submission):
-                    stored.append(write)
-                elif isinstance(outcome, AlreadyDecided):
-                    decisions.append(DECISION_ALREADY_MADE)
-                elif outcome is None:
-                    decisions.append(DECISION_NOT_FOUND)
-                else:
-                    decisions.append(outcome.state)
-        report = BatchReport(
-            len(batch), seconds, not isinstance(result, Failure), tuple(stored), tuple(decisions)
-        )
+        committed = not isinstance(result, Failure)
+        submissions = []
+        for write, _ in batch:
+            if type(write) is Submission:
+                submissions.append(write)
+        stored = tuple(submissions) if committed else ()
+        decisions: tuple[str, ...] = ()
+        if len(submissions) < len(batch):
+            if isinstance(result, Failure):
+                decisions = tuple(
+                    DECISION_FAILED for write, _ in batch if isinstance(write, _Decision)
+                )
+            else:
+                decisions = tuple(
+                    DECISION_ALREADY_MADE
+                    if isinstance(outcome, AlreadyDecided)
+                    else DECISION_NOT_FOUND
+                    if outcome is None
+                    else outcome.state
+                    for (write, _), outcome in zip(batch, result)
+                    if isinstance(write, _Decision)
+                )
+        report = BatchReport(len(batch), seconds, committed, stored, decisions)
         for observer in list(self._batch_observers):
             try:
                 observer(report)
