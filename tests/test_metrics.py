@@ -573,3 +573,59 @@ def test_the_metrics_listener_is_in_the_tree_only_when_asked() -> None:
         build_config({"metrics": {"listen": "tcp:9464:interface=127.0.0.1"}}, public_url="https://b.example")
     )
     assert found._descriptions == ("tcp:9464:interface=127.0.0.1",)
+
+
+# The HTTP refusals each site counts, on both HTTP paths.
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "twisted.web"])
+def test_site_refusals_on_both_http_paths(direct: bool) -> None:
+    """A connection over the cap, a head and a body too slow, a bad framing and a declared body over the cap each count once on the site, whichever path serves them."""
+    from twisted.internet.address import IPv4Address
+    from twisted.internet.error import ConnectionDone
+    from twisted.internet.testing import StringTransport
+
+    from beacon.bindings.http import BeaconSite, Container
+    from beacon.service import beacon_resources
+
+    clock = Clock()
+    config = build_config({"limits": {"rate": 0, "max_connections_per_source": 3, "max_body": 1024}})
+    resources = beacon_resources(config, MemoryStore(), clock)
+    site = BeaconSite(
+        resources.mount(Container()), clock=clock, direct=direct, **config.limits.site_options()
+    )
+    opened = []
+
+    def connect(data: bytes = b"") -> StringTransport:
+        channel = site.buildProtocol(IPv4Address("TCP", "192.0.2.7", 1000 + len(opened)))
+        transport = StringTransport()
+        channel.makeConnection(transport)
+        opened.append(channel)
+        if data:
+            channel.dataReceived(data)
+        return transport
+
+    slow_head = connect(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    slow_body = connect(
+        b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 10\r\n\r\n{"
+    )
+    framing = connect(b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n")
+    assert framing.value().startswith(b"HTTP/1.1 400")
+    refused = connect()
+    assert refused.value().startswith(b"HTTP/1.1 503"), "the fourth connection of one source"
+    for channel in opened[2:]:
+        channel.connectionLost(Failure(ConnectionDone()))
+    del opened[2:]
+    large = connect(b"POST /a2a/v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")
+    assert large.value().startswith(b"HTTP/1.1 413")
+    clock.advance(31)
+    assert slow_head.value().startswith(b"HTTP/1.1 408") and slow_body.value().startswith(b"HTTP/1.1 408")
+    for channel in opened:
+        channel.connectionLost(Failure(ConnectionDone()))
+    assert dict(site.refusals) == {
+        "request_timeout": 2,
+        "invalid": 1,
+        "too_many_connections": 1,
+        "too_large": 1,
+    }
