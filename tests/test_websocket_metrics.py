@@ -8,9 +8,6 @@ progress on a connection are what the in-flight gauge reads.
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from twisted.internet.defer import Deferred
 
 from beacon.bindings.websocket import WebSocketOptions
 from websocket_support import (  # noqa: F401 (fixtures)
