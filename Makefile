@@ -26,7 +26,12 @@ $(TEST_STAMP): $(STAMP)
 
 install: $(STAMP)
 
+# The commands (beacon, twistd) are in .venv/bin: say once how to have them
+# on PATH, as README uses them.
 run: $(STAMP)
+	@echo 'make run: beacon and twistd are in $(CURDIR)/$(BIN); in another terminal,'
+	@echo '  export PATH="$(CURDIR)/$(BIN):$$PATH"'
+	@echo 'and then, for example: beacon review list'
 	$(BIN)/twistd -n beacon $(ARGS)
 
 # The whole suite, then the HTTP and WebSocket suites again with the direct
@@ -36,7 +41,7 @@ TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_rest
 	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
 	tests/test_websocket*.py
 
-test: $(TEST_STAMP) postgres
+test: $(TEST_STAMP) postgres systemd-analyze
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)
 
@@ -46,6 +51,12 @@ test: $(TEST_STAMP) postgres
 .PHONY: postgres
 postgres:
 	sh .ci/ensure-postgres
+
+# tests/test_deploy.py verifies etc/beacon.service with systemd-analyze:
+# install it (Debian's systemd package) where it is missing and we may.
+.PHONY: systemd-analyze
+systemd-analyze:
+	sh .ci/ensure-systemd-analyze
 
 # Beacon against the official A2A servers (bench/run --help; not part of
 # `make test`): about 22 minutes; BENCH_ARGS="--out" also writes

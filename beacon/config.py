@@ -270,6 +270,9 @@ class Config:
         (C{[auth]}); none by default.
     @ivar notify: Where the operator is told of new submissions
         (C{[notify]}); nowhere by default.
+    @ivar metrics_listen: An endpoint serving C{/metrics} (and the health
+        checks) on a site of its own (C{[metrics] listen}); empty: none
+        (the operator doors serve C{/metrics} regardless).
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -287,6 +290,7 @@ class Config:
     websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
     auth: Auth = field(default_factory=lambda: Auth())
     notify: Notify = field(default_factory=Notify)
+    metrics_listen: str = ""
 
     @property
     def socket_path(self) -> str | None:
@@ -351,6 +355,7 @@ _SECTIONS: dict[str, set[str]] = {
         "smtp_password_file",
         "smtp_ca_file",
     },
+    "metrics": {"listen"},
 }
 
 
@@ -369,22 +374,100 @@ def read_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {e}") from None
 
 
+def did_you_mean(word: str, known: Any) -> str | None:
+    """The one of C{known} that C{word} is most likely a misspelling of, if any."""
+    import difflib
+
+    near = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def _unknown_key(section: str, key: str) -> str:
+    """What is wrong with C{key} in C{[section]}, and what was likely meant."""
+    message = f"unknown key {key!r} in [{section}]"
+    near = did_you_mean(key, _SECTIONS[section])
+    if near is not None:
+        return f"{message} (did you mean {near!r}?)"
+    homes = sorted(other for other, keys in _SECTIONS.items() if key in keys)
+    if homes:
+        return f"{message}: it belongs in " + " or ".join(f"[{h}]" for h in homes)
+    return message
+
+
 def _check_keys(values: dict[str, Any]) -> None:
     for section, table in values.items():
         if section not in _SECTIONS:
-            raise ConfigError(f"unknown section [{section}]")
+            message = f"unknown section [{section}]"
+            near = did_you_mean(section, _SECTIONS)
+            if near is not None:
+                message += f" (did you mean [{near}]?)"
+            raise ConfigError(message)
         if not isinstance(table, dict):
             raise ConfigError(f"[{section}] must be a table")
         for key in table:
             if key not in _SECTIONS[section]:
-                raise ConfigError(f"unknown key {key!r} in [{section}]")
+                raise ConfigError(_unknown_key(section, key))
+
+
+#: How a wrong type names the expected one, with an example value.
+_KINDS: dict[type, tuple[str, str]] = {
+    bool: ("true or false", "true"),
+    int: ("a whole number", "10"),
+    float: ("a number", "2.5"),
+    str: ("a string", '"..."'),
+}
+_TOML_TYPES: dict[type, str] = {
+    bool: "a boolean", int: "a whole number", float: "a number", str: "a string",
+    list: "a list", dict: "a table",
+}
+
+
+def _wrong_type(section: str, key: str, value: Any, kind: type | tuple[type, ...]) -> str:
+    """C{[section] key} holds C{value}, not one of C{kind}: say what it takes, for example."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # int and float together take any number; the first named gives the example.
+    if set(kinds) == {int, float}:
+        expected, example = "a number", "2.5"
+    else:
+        expected, example = _KINDS.get(kinds[0], (kinds[0].__name__, ""))
+    default = _default(section, key)
+    if default not in ("", None) and type(default) in kinds:
+        example = _toml(default)
+    got = next((name for t, name in _TOML_TYPES.items() if type(value) is t), type(value).__name__)
+    text = f"[{section}] {key} must be {expected}, not {got}"
+    if example:
+        text += f", for example: {key} = {example}"
+    return text
+
+
+def _default(section: str, key: str) -> Any:
+    """The default of C{[section] key}, where a dataclass of this module holds it."""
+    holders: dict[str, Any] = {
+        "server": Config(),
+        "card": CardText(),
+        "limits": Limits(),
+        "websocket": WebSocketOptions(),
+        "notify": Notify(),
+    }
+    return getattr(holders.get(section), {"data": "data_dir"}.get(key, key), None)
+
+
+def _toml(value: Any) -> str:
+    """A scalar as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        import json
+
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def _typed(section: str, key: str, value: Any, kind: type | tuple[type, ...]) -> Any:
     if isinstance(value, bool) and kind is not bool:
-        raise ConfigError(f"[{section}] {key} has the wrong type")
+        raise ConfigError(_wrong_type(section, key, value, kind))
     if not isinstance(value, kind):
-        raise ConfigError(f"[{section}] {key} has the wrong type")
+        raise ConfigError(_wrong_type(section, key, value, kind))
     return value
 
 
@@ -576,6 +659,7 @@ def build_config(
         auth=_submitter_auth(values.get("auth", {})),
         notify=_notify(values.get("notify", {})),
     )
+    config = _metrics(config, values.get("metrics", {}))
     if "listen" in websocket_values:
         config = replace(
             config, ws=_strings("websocket", "listen", websocket_values["listen"])
@@ -832,6 +916,8 @@ def validate(config: Config) -> Config:
             raise ConfigError("the operator socket path is longer than 107 bytes")
     if config.operator_http:
         _check_loopback_tcp(config.operator_http)
+    if config.metrics_listen:
+        _check_metrics_listen(config.metrics_listen)
     card = config.card
     if not card.name.strip():
         raise ConfigError("[card] name must not be empty")
@@ -849,3 +935,31 @@ def validate(config: Config) -> Config:
             documentation_url=check_url("[card] documentation_url", card.documentation_url),
         )
     return replace(config, card=card)
+
+
+def _metrics(config: Config, values: dict[str, Any]) -> Config:
+    """C{config} with C{[metrics]} read from C{values}."""
+    if "listen" in values:
+        listen = _typed("metrics", "listen", values["listen"], str)
+        config = replace(config, metrics_listen=listen)
+    return config
+
+
+def _check_metrics_listen(description: str) -> None:
+    """
+    Check that C{[metrics] listen} is a server endpoint string, reading it
+    as Twisted does (on a L{MemoryReactor}: nothing is bound).
+
+    @raise ConfigError: It is not.
+    """
+    from twisted.internet.endpoints import serverFromString
+    from twisted.internet.protocol import Factory
+    from twisted.internet.testing import MemoryReactor
+
+    try:
+        serverFromString(MemoryReactor(), description).listen(Factory())
+    except Exception:
+        raise ConfigError(
+            f"[metrics] listen {description!r} is not an endpoint, for example: "
+            'listen = "tcp:9464:interface=127.0.0.1"'
+        ) from None

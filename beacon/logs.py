@@ -19,13 +19,21 @@ gives twistd's application an L{ILogObserver} component
 (L{offer_log_observer}, L{twistd_log_observer}), which twistd logs through,
 as it does for a C{.tac} file's; C{--logger} and C{--syslog} still take
 precedence.
+
+For log shippers, C{twistd --logger beacon.logs.json} writes one JSON
+object per line to standard output instead (L{json}, L{format_json}): the
+event's time (RFC 3339, UTC), level, namespace, stable name, formatted
+message, and its own fields.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import math
+import re
 import signal
 import sys
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, TextIO
 
 from twisted.internet.interfaces import IReactorFromThreads
@@ -33,6 +41,7 @@ from twisted.logger import (
     FileLogObserver,
     ILogObserver,
     LogEvent,
+    formatEvent,
     formatEventAsClassicLogText,
     formatTime,
 )
@@ -165,8 +174,134 @@ def offer_log_observer(
         application.setComponent(ILogObserver, made)
 
 
+#: A stable event name: lower-case dotted words (C{http.too_large}).
+_EVENT_NAME = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)+\Z")
+#: The keys of an event logged through twisted.python.log that the JSON
+#: line already says otherwise (as time, message, failure).
+_LEGACY_KEYS = frozenset({"message", "isError", "system", "time", "format", "failure", "why"})
+#: How deep a field's value is written as JSON; deeper, its repr.
+_JSON_DEPTH = 4
+
+
+def event_name(event: LogEvent) -> str | None:
+    """
+    The stable name of C{event}: the text of its format before the first
+    C{:} (or the whole format, when it has none), as Beacon's events are
+    written (C{"http.too_large: refused ..."}), its fields filled in
+    (C{"{what}.listening: ..."} is C{http.listening}); None when that is not
+    lower-case dotted words (Twisted's own events, for one).
+    """
+    log_format = event.get("log_format")
+    if type(log_format) is not str:
+        return None
+    head = log_format.partition(":")[0]
+    if "{" in head:
+        try:
+            head = head.format_map(event)
+        except Exception:
+            return None
+    return head if _EVENT_NAME.match(head) else None
+
+
+def _json_safe(value: Any, depth: int = 0) -> Any:
+    """C{value} as JSON can hold it: its repr where it cannot."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth < _JSON_DEPTH:
+        if isinstance(value, (list, tuple)):
+            return [_json_safe(v, depth + 1) for v in value]
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {k: _json_safe(v, depth + 1) for k, v in value.items()}
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def _rfc3339(when: float) -> str:
+    """C{when} as RFC 3339 UTC with microseconds (C{2026-12-01T18:59:29.123456Z})."""
+    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def format_json(event: LogEvent) -> str | None:
+    """
+    C{event} as one line of JSON (newline-terminated), for log shippers::
+
+        {"time": "2026-12-01T18:59:29.123456Z", "level": "warn",
+         "namespace": "beacon.bindings._http", "event": "http.too_large",
+         "message": "http.too_large: refused a request body over 65536 bytes from 192.0.2.7",
+         "fields": {"limit": 65536, "source": "192.0.2.7"}}
+
+    C{event} is the stable name (see L{event_name}; null for events
+    without one), C{fields} the event's own (never Twisted's C{log_*}),
+    JSON values where they are JSON-safe and their repr otherwise. A
+    failure adds C{error} (its type and message) and C{traceback}, each one
+    string. Non-ASCII text is escaped, so every line is ASCII.
+
+    @return: The line, or None for an event with neither text nor a
+        failure.
+    """
+    log_format = event.get("log_format")
+    failure = event.get("log_failure")
+    legacy = "isError" in event and isinstance(event.get("message"), tuple)
+    if failure is None and legacy:
+        failure = event.get("failure")
+    message: str
+    if type(log_format) is str and "()" not in log_format:
+        try:
+            message = log_format.format_map(event)
+        except Exception:
+            message = formatEvent(event)
+    else:
+        message = formatEvent(event)
+    if not message and failure is None:
+        return None
+    when = event.get("log_time")
+    level = event.get("log_level")
+    line: dict[str, Any] = {
+        "time": _rfc3339(when) if type(when) is float and math.isfinite(when) else None,
+        "level": getattr(level, "name", None),
+        "namespace": event.get("log_namespace"),
+        "event": event_name(event),
+        "message": message,
+        "fields": {
+            key: _json_safe(value)
+            for key, value in event.items()
+            if not key.startswith("log_") and not (legacy and key in _LEGACY_KEYS)
+        },
+    }
+    if failure is not None:
+        try:
+            line["error"] = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
+            line["traceback"] = failure.getTraceback()
+        except Exception:
+            line["error"] = repr(failure)
+    return jsonlib.dumps(line, separators=(",", ":")) + "\n"
+
+
+def json_file_observer(out_file: TextIO) -> ILogObserver:
+    """A L{FileLogObserver} writing L{format_json} lines to C{out_file}."""
+    observer: ILogObserver = FileLogObserver(out_file, format_json)
+    return observer
+
+
+def json() -> ILogObserver:
+    """
+    C{twistd --logger beacon.logs.json}: one JSON object per event and line
+    (L{format_json}) on standard output, for journald or a log shipper (run
+    C{twistd -n}: a daemon's standard output goes nowhere).
+    """
+    return json_file_observer(sys.stdout)
+
+
 __all__ = [
+    "event_name",
     "format_classic_text",
+    "format_json",
+    "json",
+    "json_file_observer",
     "offer_log_observer",
     "text_file_observer",
     "twistd_log_observer",

@@ -36,6 +36,7 @@ from beacon.config import Config, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
 from beacon.listeners import Listeners, derive_public_url
+from beacon.monitoring import Monitoring
 from beacon.bindings.unix import (
     BearerGate,
     OperatorSocket,
@@ -327,7 +328,11 @@ class DiscoveryFile(Service):
 
 
 def _add_operator_doors(
-    root: MultiService, config: Config, store: ISubmissionStore, reactor: IBeaconReactor
+    root: MultiService,
+    config: Config,
+    store: ISubmissionStore,
+    reactor: IBeaconReactor,
+    monitoring: Monitoring | None = None,
 ) -> None:
     policy = OperatorPolicy(store, reactor)
     path = config.socket_path
@@ -350,6 +355,8 @@ def _add_operator_doors(
         )
         site = BeaconSite(door.root, clock=reactor, **config.limits.site_options())
         site.noisy = False
+        if monitoring is not None:
+            monitoring.operator("operator_socket", site, door.root)
         OperatorSocket(reactor, absolute, PeerCheckedFactory(site, absolute)).setServiceParent(root)
     if config.operator_http:
         token = new_token()
@@ -358,6 +365,8 @@ def _add_operator_doors(
             BearerGate(door.root, token), clock=reactor, **config.limits.site_options()
         )
         site.noisy = False
+        if monitoring is not None:
+            monitoring.operator("operator_http", site, door.root)
         discovery = DiscoveryFile(config.operator_discovery_file, token)
 
         def bound(ports: list[IListeningPort]) -> None:
@@ -544,9 +553,12 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     # instances share.
     store = open_store(store_url(config), reactor)
     store.setServiceParent(root)
+    # Health checks and metrics (issue 20): handed each door below.
+    monitoring = Monitoring(config, store, reactor)
     # Notifications start once the store has, and stop before it.
     for notifier in notifiers(config, store, reactor):
         notifier.setServiceParent(root)
+        monitoring.notifier(notifier)
 
     beacon = beacon_resources(config, store, reactor)
     site = BeaconSite(
@@ -566,6 +578,7 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
             public["url"] = derive_public_url(config.http[0], ports[0])
             beacon.publish(public["url"])
 
+    monitoring.public(site, beacon.websocket)
     Listeners(reactor, config.http, site, "http", bound).setServiceParent(root)
     WebSocketService(beacon.websocket).setServiceParent(root)
     if config.ws:
@@ -576,7 +589,9 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
                 log.info("ws.serving: the WebSocket binding at {url}", url=url)
 
         Listeners(reactor, config.ws, beacon.websocket, "ws", ws_bound).setServiceParent(root)
-    _add_operator_doors(root, config, store, reactor)
+    _add_operator_doors(root, config, store, reactor, monitoring)
+    # After every listener: ready means bound too.
+    monitoring.attach(root)
     _Announce(config, lambda: public.get("url", ""), reactor).setServiceParent(root)
     return root
 

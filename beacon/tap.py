@@ -5,7 +5,10 @@ where the global reactor is imported.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import sys
 from typing import Any, Callable, NoReturn
 
 from twisted.application.service import IService, MultiService
@@ -13,7 +16,8 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import ILogObserver, Logger
 from twisted.python import usage
 
-from beacon.config import Config, ConfigError, build_config, read_file
+from beacon import __version__
+from beacon.config import Config, ConfigError, build_config, did_you_mean, read_file
 from beacon.logs import offer_log_observer, twistd_log_observer
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
@@ -82,6 +86,37 @@ class Options(usage.Options):
         """
         self["ws"].append(description)
 
+    def opt_version(self) -> NoReturn:
+        """
+        Print Beacon's version (and Twisted's) and exit.
+        """
+        from twisted import __version__ as twisted_version
+
+        sys.stdout.write(f"beacon {__version__} (Twisted {twisted_version})\n")
+        sys.stdout.flush()
+        raise SystemExit(0)
+
+    def parseOptions(self, options: list[str] | None = None) -> None:
+        """
+        Parse the options. A mistake is a L{usage.UsageError} whose message
+        says what to do (the near option, for a misspelt one). Under twistd
+        it is written first, as one line on standard error, and twistd
+        exits 1 without printing its thirty lines of usage after it.
+        """
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as e:
+            message = _explain(str(e), self.longOpt, getattr(self, "parent", None))
+            if getattr(self, "parent", None) is None:
+                raise usage.UsageError(message) from None
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"twistd beacon: {message}\n"
+                "(twistd beacon --help lists the options)\n"
+            )
+            sys.stderr.flush()
+            raise SystemExit(1) from None
+
     def postOptions(self) -> None:
         """
         Build and check the configuration; a bad value is a usage error.
@@ -102,6 +137,42 @@ class Options(usage.Options):
         _check_endpoints(config.http)
         _check_endpoints(config.ws, "--ws")
         self.config = config
+
+
+#: getopt's words for an option it does not know.
+_UNKNOWN_OPTION = re.compile(r"\Aoption (--?)([^ ]+) not (?:recognized|a unique prefix)\Z")
+
+
+def _explain(message: str, long_options: list[str], twistd: Any) -> str:
+    """
+    A usage error's message, with what to do about a misspelt option: the
+    near option of C{twistd beacon}, or, for one of twistd's own given
+    after C{beacon}, where it goes.
+    """
+    unknown = _UNKNOWN_OPTION.match(message)
+    if unknown is None:
+        return message
+    dashes, name = unknown.groups()
+    given = dashes + name
+    if twistd is not None:
+        ours = {o.rstrip("=") for o in long_options}
+        theirs = {o.rstrip("=") for o in getattr(twistd, "longOpt", [])} - ours
+        short = getattr(twistd, "shortOpt", "")
+        if (dashes == "--" and name in theirs) or (dashes == "-" and name[:1] in short):
+            example = given
+            if f"{name}=" in getattr(twistd, "longOpt", []):
+                example += "=..."
+            elif dashes == "-" and f"{name[:1]}:" in short:
+                example += " ..."
+            return (
+                f"{message}: {given} is an option of twistd's own;"
+                f" give it before beacon (twistd {example} beacon ...)"
+            )
+    if dashes == "--":
+        near = did_you_mean(name, [o.rstrip("=") for o in long_options])
+        if near:
+            return f"{message} (did you mean --{near}?)"
+    return message
 
 
 def _check_endpoints(descriptions: tuple[str, ...], option: str = "--http") -> None:

@@ -1,6 +1,6 @@
 """
 The WebSocket load client of the benchmark: SendMessage over the A2A
-WebSocket binding (seed 001, https://a2a-rust.com/bindings/websocket/v1),
+WebSocket binding (https://a2a-rust.com/bindings/websocket/v1),
 pipelined: each connection keeps up to --depth requests in flight and
 correlates the answers by id (they may come in any order).
 

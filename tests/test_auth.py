@@ -1,5 +1,6 @@
 """
-Submitter authentication (seed 001 §6) on Beacon's HTTP doors: credentials
+Submitter authentication (the WebSocket binding's §6,
+https://a2a-rust.com/bindings/websocket/v1, as Beacon applies it to HTTP too) on Beacon's HTTP doors: credentials
 configured as SHA-256 digests, checked in constant time; HTTP 401 with
 WWW-Authenticate and the JSON refusal body on the JSON-RPC and native doors;
 declared on the public card only when enabled. (The WebSocket binding's

@@ -51,6 +51,8 @@ def test_every_etc_file_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             namespace: dict[str, Any] = {"__file__": str(path)}
             exec(compile(path.read_text(), str(path), "exec"), namespace)
             assert namespace["application"] is not None
+        elif path.suffix == ".service":
+            pass  # tests/test_deploy.py verifies the systemd unit
         else:
             pytest.fail(f"etc/ holds {path.name}, which no test loads")
 
@@ -60,8 +62,23 @@ def test_every_etc_file_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     [
         ({"nope": {}}, "unknown section [nope]"),
         ({"server": {"port": 1}}, "unknown key 'port' in [server]"),
-        ({"limits": {"max_body": "big"}}, "[limits] max_body has the wrong type"),
-        ({"limits": {"max_body": True}}, "[limits] max_body has the wrong type"),
+        ({"servr": {}}, "unknown section [servr] (did you mean [server]?)"),
+        ({"server": {"acces_log": True}}, "unknown key 'acces_log' in [server] (did you mean 'access_log'?)"),
+        ({"server": {"max_body": 1}}, "unknown key 'max_body' in [server]: it belongs in [limits]"),
+        (
+            {"limits": {"max_body": "big"}},
+            "[limits] max_body must be a whole number, not a string, for example: max_body = 65536",
+        ),
+        (
+            {"limits": {"max_body": True}},
+            "[limits] max_body must be a whole number, not a boolean, for example: max_body = 65536",
+        ),
+        ({"limits": {"rate": "2"}}, "[limits] rate must be a number, not a string, for example: rate = 2.0"),
+        (
+            {"server": {"access_log": "yes"}},
+            "[server] access_log must be true or false, not a string, for example: access_log = false",
+        ),
+        ({"card": {"name": 7}}, '[card] name must be a string, not a whole number, for example: name = "Beacon"'),
         ({"limits": {"max_body": 10}}, "max_body must be between"),
         ({"limits": {"rate": -1}}, "rate must be between"),
         ({"limits": {"burst": 0}}, "burst must be between"),

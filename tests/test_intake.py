@@ -1,5 +1,6 @@
 """
-The intake (beacon.intake): seed 002's public policy through the real
+The intake (beacon.intake): Beacon's public policy (README: "The A2A
+endpoint") through the real
 Dispatcher over a L{MemoryStore} and a L{Clock}, the SendMessage mapping, the
 structured-message schema and the public agent card.
 
@@ -416,7 +417,7 @@ def test_store_failure_is_32603_without_receipt(
     assert logged_events.failures() == []
 
 
-# The rest of seed 002's method table.
+# The rest of the public policy's method table.
 
 
 @pytest.mark.parametrize("history_length", [None, 0, 10])

@@ -25,6 +25,7 @@ FLOORS: list[set[str]] = [
     {"beacon.intake", "beacon.client", "beacon.testing", "beacon.notify"},
     {"beacon.config"},
     {"beacon.bindings"},
+    {"beacon.monitoring"},
     {"beacon.service"},
     {"beacon.tap", "beacon.cli"},
 ]

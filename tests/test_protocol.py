@@ -421,6 +421,43 @@ def test_unknown_methods_are_32601(harness: Harness, method: str) -> None:
     assert harness.handler.calls == []
 
 
+#: What an A2A 0.3 client is told to use instead of each 0.3 name.
+V03_REPLACEMENTS = dict(
+    zip(
+        V03_METHODS,
+        [
+            "SendMessage",
+            "SendStreamingMessage",
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "SubscribeToTask",
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig",
+            "GetExtendedAgentCard",
+        ],
+    )
+)
+
+
+@pytest.mark.parametrize("method", V03_METHODS)
+def test_v03_methods_name_the_10_method(harness: Harness, method: str) -> None:
+    """An A2A 0.3 name is -32601 whose message says the server speaks A2A 1.0 and names the 1.0 method to use; whatever the version sent."""
+    for version in ("1.0", None, "0.3"):
+        response = harness.call(method, {}, version=version)
+        message = assert_error(response, -32601)["message"]
+        assert "A2A 1.0" in message and f"use {V03_REPLACEMENTS[method]} " in message, message
+        assert V03_REPLACEMENTS[method] in METHODS
+
+
+def test_other_unknown_methods_get_the_plain_message(harness: Harness) -> None:
+    """A method that is no 0.3 name is answered the plain 'Method not found', never echoing the name."""
+    response = harness.call("message/sendX", {})
+    assert assert_error(response, -32601)["message"] == "Method not found"
+
+
 # A2A-Version: after envelope and method checks, before params.
 
 

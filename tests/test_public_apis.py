@@ -1,6 +1,6 @@
 """
 Beacon reaches its dependencies (Twisted, autobahn, treq, psycopg, zope,
-txaio) through their public APIs only: an AST walk over C{beacon/} and the
+txaio, prometheus_client) through their public APIs only: an AST walk over C{beacon/} and the
 twistd plugin fails on
 
     - an import of a private module or name of a dependency
@@ -32,7 +32,7 @@ import beacon
 
 ROOT = Path(beacon.__file__).parent
 PLUGIN = ROOT.parent / "twisted" / "plugins" / "beacon_plugin.py"
-DEPENDENCIES = ("twisted", "autobahn", "treq", "psycopg", "zope", "txaio")
+DEPENDENCIES = ("twisted", "autobahn", "treq", "psycopg", "zope", "txaio", "prometheus_client")
 _SELF_PRIVATE = re.compile(r"\bself\.(_[A-Za-z]\w*)")
 #: Underscored names that are public API: the named tuple's methods.
 PUBLIC_UNDERSCORED = frozenset({"_replace", "_asdict", "_fields", "_make"})

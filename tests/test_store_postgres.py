@@ -1165,7 +1165,7 @@ def test_config_store_url(tmp_path: Path) -> None:
     assert store_url(default) == sqlite_url(str(tmp_path / "beacon.sqlite3"))
     with pytest.raises(ConfigError, match="store URL"):
         build_config({"store": {"url": "mysql://x"}})
-    with pytest.raises(ConfigError, match="wrong type"):
+    with pytest.raises(ConfigError, match=r"\[store\] url must be a string, not a whole number"):
         build_config({"store": {"url": 5}})
     options = Options()
     config_file = tmp_path / "beacon.toml"

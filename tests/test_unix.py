@@ -1,5 +1,6 @@
 """
-The operator's doors (seed 000, normative for the unix socket binding): the
+The operator's doors (the unix socket binding,
+https://agentd.dev/a2a/binding/jsonrpc-unix): the
 JSON-RPC over unix socket binding, whose peer is authenticated by the kernel
 (a socket born 0600 that listens only then, SO_PEERCRED on every
 connection), and the loopback bearer-token door for hosts without sockets.

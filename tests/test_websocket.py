@@ -1,5 +1,5 @@
 """
-The A2A WebSocket binding (seed 001): a connection's upgrade (§1) and its
+The A2A WebSocket binding (https://a2a-rust.com/bindings/websocket/v1): a connection's upgrade (§1) and its
 refusals, its timers and its end (§7), wss over a real loopback TLS socket
 with a certificate made in the test, the wiring (card, service,
 configuration), and the C{websockets} client from PyPI against a real

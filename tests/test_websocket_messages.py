@@ -1,5 +1,5 @@
 """
-WebSocket messages (seed 001 §3, §5, §6): one JSON-RPC request per text
+WebSocket messages (https://a2a-rust.com/bindings/websocket/v1 §3, §5, §6): one JSON-RPC request per text
 frame, answered as the HTTP JSON-RPC binding answers it (one behaviour
 suite over both), the in-flight cap, the limits on each frame (size, rate),
 the errors' details and the upgrade's credential checked on every request.

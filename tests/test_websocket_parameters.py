@@ -1,5 +1,5 @@
 """
-The service parameters of a WebSocket upgrade (seed 001 §2): the header
+The service parameters of a WebSocket upgrade (https://a2a-rust.com/bindings/websocket/v1 §2): the header
 lines read once (by the transport edge's one head reader, L{field_lines}),
 lower-cased, joined, filtered, and the A2A-Version query fallback.
 """

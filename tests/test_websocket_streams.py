@@ -1,5 +1,5 @@
 """
-WebSocket streams (seed 001 §4): events of many streams interleaved on one
+WebSocket streams (https://a2a-rust.com/bindings/websocket/v1 §4): events of many streams interleaved on one
 connection, the stream_complete marker, a failing stream's error frame, a
 stream in progress until it ends, a consumer that falls behind, answers
 held while the transport is full, and a connection's streams cancelled

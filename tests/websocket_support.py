@@ -1,8 +1,9 @@
 """
-What the WebSocket binding's tests share (seed 001): a raw RFC 6455 client
-written from the seed alone, connected to Beacon over Twisted's in-memory
-transports (C{twisted.test.iosim}, what autobahn's memory agent uses) on
-one injected L{Clock}, with the binding mounted in a L{BeaconSite} at
+What the WebSocket binding's tests share: a raw RFC 6455 client written
+from the binding's specification alone
+(https://a2a-rust.com/bindings/websocket/v1), connected to Beacon over
+Twisted's in-memory transports (C{twisted.test.iosim}, what autobahn's
+memory agent uses) on one injected L{Clock}, with the binding mounted in a L{BeaconSite} at
 C{/a2a/ws} or on a listener of its own; the requests they send; a policy
 whose answers and streams the test drives.
 
@@ -104,7 +105,7 @@ def stream_request(name: str, request_id: Any = None) -> dict[str, Any]:
 
 
 
-# A client written from seed 001 and RFC 6455 alone.
+# A client written from the binding's specification and RFC 6455 alone.
 
 
 def upgrade_request(

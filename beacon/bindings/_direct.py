@@ -109,6 +109,7 @@ class DirectSite(TypingProtocol):
     timeOut: float | None
     header_timeout: float | None
     body_timeout: float | None
+    refusals: Any
 
 
 class IDirectRequest(Interface):
@@ -748,6 +749,7 @@ class DirectChannel(Protocol):
 
     def _too_slow(self, what: str, seconds: float) -> None:
         self._deadline = self._phase = None
+        self._site.refusals["request_timeout"] += 1
         refuse_slow(self, what, seconds)
 
     def _cancel_deadline(self) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any, Callable
 
@@ -72,6 +72,7 @@ from beacon.bindings._edge import (
     refuse_slow,
 )
 from beacon.bindings._limits import RateLimiter, SourceResolver
+from beacon.bindings.refusals import Refusals
 from beacon.config import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -165,6 +166,7 @@ class LimitedRequest(server.Request):
                 source=self._peer_host(),
                 problem=problem,
             )
+            self._count_refusal("invalid")
             self._refuse_raw(b"400 Bad Request", error_body("bad_request", problem))
             return
         super().requestReceived(command, path, version)
@@ -211,8 +213,14 @@ class LimitedRequest(server.Request):
         # No "100 Continue" may follow the refusal.
         self.requestHeaders.removeHeader(b"Expect")
 
+    def _count_refusal(self, reason: str) -> None:
+        refusals = self._site_value("refusals", None)
+        if refusals is not None:
+            refusals[reason] += 1
+
     def _refuse_too_large(self) -> None:
         limit = self._max_body()
+        self._count_refusal("too_large")
         log.warn(
             "http.too_large: refused a request body over {limit} bytes from {source}",
             limit=limit,
@@ -228,6 +236,7 @@ class LimitedRequest(server.Request):
         """
         Answer 408 and close: the phase C{what} took over C{seconds}.
         """
+        self._count_refusal("request_timeout")
         self._stop_reading()
         refuse_slow(self.channel, what, seconds)
 
@@ -341,6 +350,7 @@ class BeaconHTTPChannel(http.HTTPChannel):
         if request is not None and getattr(request, "receiving", False):
             request.refuse_slow(what, seconds)
             return
+        self.site.refusals["request_timeout"] += 1
         refuse_slow(self, "request line", seconds)
 
 
@@ -416,6 +426,9 @@ class BeaconSite(server.Site):
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
         self.direct = direct and self.direct_default and not access_log
+        #: This listener's refusals (the public site shares its
+        #: L{TransportLimits}' when Beacon's metrics are on).
+        self.refusals = Refusals()
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
@@ -434,6 +447,7 @@ class BeaconSite(server.Site):
         if (self.max_connections and self.open_connections >= self.max_connections) or (
             self.max_connections_per_source and held >= self.max_connections_per_source
         ):
+            self.refusals["too_many_connections"] += 1
             if source not in self._refusing:
                 self._refusing.add(source)
                 log.warn(
@@ -555,6 +569,8 @@ class TransportLimits:
     #: The web origins (C{scheme://host[:port]}, lower case) whose pages may
     #: call the RPC endpoints (C{[server] cors_origins}); empty: none.
     cors_origins: frozenset[str] = frozenset()
+    #: The refusals made under these limits, by reason.
+    refusals: Refusals = field(default_factory=Refusals, compare=False)
 
     def allow_origin(self, request: server.Request) -> bool:
         """
@@ -624,6 +640,7 @@ class TransportLimits:
             request.setHeader(b"Access-Control-Expose-Headers", CORS_EXPOSED_HEADERS)
         admission = self.rate.admit(source)
         if not admission.admitted:
+            self.refusals["rate_limited"] += 1
             retry = max(1, math.ceil(admission.retry_after))
             if admission.first_refusal:
                 log.warn(
@@ -642,6 +659,7 @@ class TransportLimits:
                 shape,
             )
         if json_body and not is_json_media_type(request.getHeader(b"Content-Type"), media):
+            self.refusals["unsupported_media_type"] += 1
             return refuse(
                 request,
                 415,
@@ -654,6 +672,7 @@ class TransportLimits:
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
         ):
             log.info("http.unauthenticated: refused a request from {source}", source=source)
+            self.refusals["unauthenticated"] += 1
             return refuse(
                 request,
                 401,
@@ -668,6 +687,7 @@ class TransportLimits:
         size = content.seek(0, 2)
         content.seek(0)
         if size > self.max_body:
+            self.refusals["too_large"] += 1
             log.warn(
                 "http.too_large: refused a request body over {limit} bytes from {source}",
                 limit=self.max_body,

@@ -123,6 +123,7 @@ class SubmissionsResource(MethodsResource, _Answering):
         try:
             document = loads(request.content.read())
         except JSONParseError:
+            self._limits.refusals["invalid"] += 1
             return refuse(request, 400, "invalid_json", "the body is not strict JSON (UTF-8, no duplicate keys, no NaN)")
         context = CallContext(binding="native", source=source)
         result = maybeDeferred(self._handler.submit_document, context, document)
@@ -133,6 +134,7 @@ class SubmissionsResource(MethodsResource, _Answering):
 
         def refused(reason: Failure) -> tuple[int, bytes, dict[bytes, bytes]]:
             if isinstance(reason.value, InvalidParamsError):
+                self._limits.refusals["invalid"] += 1
                 error = reason.value
                 where = "; ".join(
                     f"{field or '(body)'}: {description}"

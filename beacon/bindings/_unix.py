@@ -221,11 +221,25 @@ def _check_path(path: str) -> None:
                 f"cannot tell whether {path} is in use: {e.strerror or e}"
             ) from None
     else:
-        raise SocketInUse(f"another process (another Beacon?) is answering on {path}")
+        raise SocketInUse(f"another process (another Beacon?) is answering on {path}{_beside(path)}")
     finally:
         probe.close()
     os.unlink(path)
     log.info("a2a.unix.stale_removed: removed a stale socket at {path}", path=path)
+
+
+def _beside(path: str) -> str:
+    """
+    What to do to run another Beacon beside the one answering on C{path}:
+    give it a data directory of its own (named, next to this one).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    other = f"{directory.rstrip(os.sep) or os.sep}-2"
+    return (
+        f"; to run a second Beacon on this host, give it a data directory of its own,"
+        f" for example --data {other} (and twistd --pidfile={other}.pid),"
+        " or another --operator socket"
+    )
 
 
 def make_way(path: str) -> None:
@@ -426,6 +440,10 @@ class _Unauthorized(Resource):
         self._shape = shape
 
     def render(self, request: server.Request) -> bytes:
+        # Counted on the door's site (a BeaconSite's refusals).
+        refusals = getattr(getattr(request, "site", None), "refusals", None)
+        if refusals is not None:
+            refusals["unauthenticated"] += 1
         request.setResponseCode(401)
         challenge = b'Bearer realm="beacon-operator"'
         request.setHeader(b"WWW-Authenticate", challenge)

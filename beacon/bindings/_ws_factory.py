@@ -150,6 +150,7 @@ class WebSocketFactory(WebSocketServerFactory):
     def refused(self, refusal: Refusal, source: str) -> None:
         """Count a refused upgrade; log it unless a line of its kind is recent."""
         reason = refusal.reason or "PERMISSION_DENIED"
+        self.limits.refusals.upgrade(refusal.code)
         self.events.note(
             "ws.refused",
             f"{refusal.code} {reason}",

@@ -356,6 +356,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
             return
         seconds = self.factory.options.frame_timeout
         source = self.source
+        self.factory.limits.refusals["request_timeout"] += 1
         self.factory.events.note(
             "ws.frame_timeout",
             "",
@@ -477,6 +478,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         )
 
     def _refuse(self, request_id: RequestId, error: A2AError) -> None:
+        self.factory.limits.refusals.error(error.reason)
         self.send_frame(failure(request_id, error))
 
     def _answered(self, response: dict[str, Any] | StreamAnswer | None) -> None:
@@ -499,6 +501,11 @@ class WebSocketA2AProtocol(UpgradeProtocol):
 
     def _finished(self) -> None:
         self._in_flight -= 1
+
+    @property
+    def requests_in_flight(self) -> int:
+        """The requests in progress on this connection (a stream until it ends)."""
+        return self._in_flight
 
     # Outgoing frames and backpressure.
 

@@ -44,10 +44,87 @@ surrogates are written as visible escapes, so a submission cannot drive the
 terminal. Only the message body in C{show} keeps its newlines.
 """
 
-from beacon.cli._db import database
-from beacon.cli._main import build_parser, main, parse_args
-from beacon.cli._peer import run_peer
-from beacon.cli._review import run
+from __future__ import annotations
+
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+
+    from beacon.interfaces import IBeaconReactor
+
+# Importing this package imports nothing heavy (no Twisted, no client, no
+# store): `beacon --version` answers at once, and each command imports what
+# it needs when it runs.
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """
+    The C{beacon} console script.
+
+    @return: The exit code: 0 success, 1 error, 2 usage, 3 timeout (the
+        agent commands).
+    """
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["--version"]:
+        from beacon import __version__
+
+        sys.stdout.write(f"beacon {__version__}\n")
+        return 0
+    from beacon.cli._main import main as run_main
+
+    return run_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The C{beacon} argument parser."""
+    from beacon.cli._main import build_parser as build
+
+    return build()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """
+    Parse and check the command line.
+
+    @raise SystemExit: A usage error (code 2), or C{--help} (code 0).
+    """
+    from beacon.cli._main import parse_args as parse
+
+    return parse(argv)
+
+
+def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run a parsed C{beacon db} command; return its exit code."""
+    from beacon.cli._db import database as run_database
+
+    return run_database(args, out, err)
+
+
+def run(
+    reactor: IBeaconReactor, args: argparse.Namespace, out: IO[str], err: IO[str],
+    *more: Any, **options: Any,
+) -> Coroutine[Any, Any, int]:
+    """
+    Run a parsed C{beacon review} command (a coroutine of its exit code;
+    see L{beacon.cli._review.run} for C{more} and C{options}).
+    """
+    from beacon.cli._review import run as run_review
+
+    return run_review(reactor, args, out, err, *more, **options)
+
+
+def run_peer(
+    reactor: IBeaconReactor, args: argparse.Namespace, out: IO[str], err: IO[str],
+    *more: Any, **options: Any,
+) -> Coroutine[Any, Any, int]:
+    """Run a parsed C{beacon card|send|task} command (a coroutine of its exit code)."""
+    from beacon.cli._peer import run_peer as run_peer_command
+
+    return run_peer_command(reactor, args, out, err, *more, **options)
+
 
 __all__ = [
     "build_parser",

@@ -40,7 +40,13 @@ def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """
     from beacon.config import ConfigError, build_config, read_file
     from beacon.service import store_url
-    from beacon.store import StoreError, schema_status, status, upgrade
+    from beacon.store import StoreError, parse_store_url, schema_status, status, upgrade
+
+    def say(line: str) -> None:
+        # Each step is said before it is taken, and shown at once: reaching
+        # a database may take up to its connect timeout.
+        out.write(inert(line) + "\n")
+        out.flush()
 
     try:
         config = build_config(
@@ -49,10 +55,21 @@ def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             store_url=args.store,
         )
         url = store_url(config)
+        display = parse_store_url(url).display
         if args.command == "upgrade":
-            out.write(inert(upgrade(url)) + "\n")
+            say(f"reading the schema version of {display} ...")
+            found = schema_status(url)
+            if found.newer:
+                say(f"{display}: schema version {found.current}, newer than this Beacon's"
+                    f" ({found.supported}): nothing to do; upgrade Beacon instead")
+                return 1
+            if found.pending:
+                say(f"applying {found.pending} migration(s) to {display}: schema version"
+                    f" {found.current} -> {found.supported} ...")
+            say(upgrade(url))
             return 0
-        out.write(inert(status(url)) + "\n")
+        say(f"reading the schema version of {display} (changing nothing) ...")
+        say(status(url))
         found = schema_status(url)
         return 0 if found.current == found.supported else 1
     except (ConfigError, StoreError) as e:

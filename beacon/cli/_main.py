@@ -18,11 +18,12 @@ from twisted.internet.defer import Deferred
 from beacon.interfaces import IBeaconReactor
 from beacon import __version__
 from beacon.cli import _db, _peer, _review
+from beacon.cli._options import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The C{beacon} argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="beacon", description="Beacon: an A2A 1.0 front door for a human-read inbox."
     )
     parser.add_argument("--version", action="version", version=f"beacon {__version__}")

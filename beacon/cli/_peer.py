@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from typing import IO, Any
+from collections.abc import Awaitable, Callable
+from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred
@@ -24,12 +24,15 @@ from beacon.client import (
     ClientError,
     Deadline,
     HTTPStatusError,
+    AgentCard,
     InvalidResponse,
     NoCompatibleInterface,
+    RequestTooLarge,
     RPCError,
     Timeout,
     Timeouts,
     TransportError,
+    card_url,
     fetch_card,
     outcome_of,
     select_interface,
@@ -46,6 +49,9 @@ EXIT_TIMEOUT = 3
 
 def describe_peer(error: ClientError) -> str:
     """One line saying what went wrong talking to an agent (without C{beacon:})."""
+    too_large = _too_large(error)
+    if too_large is not None:
+        return too_large
     if isinstance(error, TransportError):
         return f"cannot reach the agent at {inert(error.address)}: {inert(error.reason)}"
     if isinstance(error, RPCError):
@@ -86,6 +92,115 @@ def binding_list(value: str) -> list[str]:
     return names
 
 
+def _too_large(error: ClientError) -> str | None:
+    """For a request refused as too large (HTTP 413, or the WebSocket binding's TOO_LARGE), what to say."""
+    if isinstance(error, RequestTooLarge):
+        limit: Any = error.limit
+    elif isinstance(error, RPCError) and error.reason == "TOO_LARGE":
+        limit = error.metadata.get("limit")
+    else:
+        return None
+    if isinstance(limit, int) or (isinstance(limit, str) and limit.isdigit()):
+        return f"the agent refused the message: too large: the limit is {int(limit)} bytes"
+    return "the agent refused the message: too large"
+
+
+class NotStructured(ClientError):
+    """C{--data} is not what the agent takes as structured data; nothing was sent."""
+
+
+def _origin(url: str) -> str | None:
+    """
+    The origin of an http(s) URL with a path (an endpoint's URL, given
+    where the agent's base URL goes), where its card may be; else None.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    if parts.path in ("", "/") or parts.path.endswith(".json"):
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+T = TypeVar("T")
+
+
+async def _at_url_or_origin(
+    args: argparse.Namespace, io: Output, discover: Callable[[str], Awaitable[T]]
+) -> T:
+    """
+    C{discover(URL)}; when URL has a path and no card is found below it
+    (HTTP 404 or 405: an endpoint's URL, such as C{.../a2a/v1}), the card at
+    URL's origin, saying so on standard error.
+    """
+    try:
+        return await discover(args.url)
+    except HTTPStatusError as e:
+        origin = _origin(args.url)
+        if origin is None or e.status not in (404, 405):
+            raise
+        missed = f"no agent card at {inert(card_url(args.url))} (HTTP {e.status})"
+        try:
+            found = await discover(origin)
+        except ClientError as again:
+            raise ClientError(
+                f"{missed}, nor at the URL's origin: {describe_peer(again)}"
+            ) from None
+        io.err.write(
+            f"beacon: {missed}; using the card at the URL's origin,"
+            f" {inert(card_url(origin))} (give the agent's base URL, {inert(origin)})\n"
+        )
+        return found
+
+
+#: What Beacon's card says of its native protocol (the extension that
+#: links its discovery document): a Beacon takes data parts valid against
+#: its message schema, and stores anything else as text.
+BEACON_PROTOCOL = "beacon/0.1"
+
+
+def _is_beacon(card: AgentCard | None) -> bool:
+    return card is not None and any(
+        (extension.params or {}).get("protocol") == BEACON_PROTOCOL
+        for extension in card.capabilities.extensions
+    )
+
+
+def _structured_problems(document: Any) -> list[str]:
+    """
+    Why Beacon's message schema refuses C{document}, naming each missing
+    or extra property (the user's own file: it may be quoted); empty when
+    it is valid.
+    """
+    from beacon.intake import schema_validator
+
+    problems: list[str] = []
+    errors = sorted(schema_validator().iter_errors(document), key=lambda e: list(e.absolute_path))
+    for error in errors:
+        where = "".join(
+            f"[{step}]" if isinstance(step, int) else f".{step}" for step in error.absolute_path
+        ).lstrip(".")
+        prefix = f"{where}." if where else ""
+        instance = error.instance
+        if error.validator == "required" and isinstance(instance, dict):
+            problems += [
+                f"the property {prefix}{name} is missing"
+                for name in error.validator_value
+                if name not in instance
+            ]
+        elif error.validator == "additionalProperties" and isinstance(instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            problems += [
+                f"the property {prefix}{name} is not allowed"
+                for name in instance
+                if name not in allowed
+            ]
+        else:
+            message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+            problems.append(f"{where or 'the document'}: {message}")
+    return [inert(problem) for problem in problems]
+
+
 def _peer_timeouts(args: argparse.Namespace) -> Timeouts:
     total = args.timeout
     return Timeouts(connect=min(args.connect_timeout, total), response=total, idle=total)
@@ -113,7 +228,10 @@ def _read_data(path: str) -> Any:
 async def _peer_card(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
     # --socket only says which socket a unix:///path URL's card is read on.
     socket = args.socket if args.url.startswith("unix://") else None
-    card = await fetch_card(reactor, args.url, timeouts=_peer_timeouts(args), socket_path=socket)
+    card = await _at_url_or_origin(
+        args, io,
+        lambda url: fetch_card(reactor, url, timeouts=_peer_timeouts(args), socket_path=socket),
+    )
     # The interface send and task would use; with --binding, none is an error.
     try:
         selected = select_interface(card, args.binding, socket_path=_socket_for(args))
@@ -147,18 +265,32 @@ def _socket_for(args: argparse.Namespace) -> str | None:
     return None
 
 
-async def _peer_client(reactor: IBeaconReactor, args: argparse.Namespace) -> A2AClient:
-    return await A2AClient.discover(
-        reactor,
-        args.url,
-        preference=args.binding,
-        socket_path=args.socket,
-        timeouts=_peer_timeouts(args),
+async def _peer_client(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> A2AClient:
+    return await _at_url_or_origin(
+        args, io,
+        lambda url: A2AClient.discover(
+            reactor,
+            url,
+            preference=args.binding,
+            socket_path=args.socket,
+            timeouts=_peer_timeouts(args),
+        ),
     )
 
 
 async def _peer_send(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
-    client = await _peer_client(reactor, args)
+    client = await _peer_client(reactor, args, io)
+    if args.data_document is not None and _is_beacon(client.card):
+        # A Beacon stores a data part that fails its schema as nothing (the
+        # text alone, if any): refuse it here, saying why, rather than send
+        # it to be silently dropped.
+        problems = _structured_problems(args.data_document)
+        if problems:
+            await client.close()
+            raise NotStructured(
+                f"not sent: Beacon refuses --data {inert(args.data)} as structured data"
+                f" (its message schema): {'; '.join(problems)}"
+            )
     try:
         result = await client.send_message(text_message(args.text, args.data_document))
     finally:
@@ -177,7 +309,7 @@ async def _peer_send(reactor: IBeaconReactor, args: argparse.Namespace, io: Outp
 
 
 async def _peer_task(reactor: IBeaconReactor, args: argparse.Namespace, io: Output) -> int:
-    client = await _peer_client(reactor, args)
+    client = await _peer_client(reactor, args, io)
     try:
         task = await client.get_task(args.id)
     finally:

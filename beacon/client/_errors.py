@@ -185,3 +185,16 @@ class NoCompatibleInterface(ClientError):
         self.skipped = skipped
         why = "; ".join(skipped) if skipped else "the card lists no interfaces"
         super().__init__(f"no interface of the card can be used: {why}")
+
+
+class RequestTooLarge(HTTPStatusError):
+    """
+    The server refused the request as too large (HTTP 413).
+
+    @ivar limit: The largest request it takes, in bytes, when its answer
+        said (Beacon's does: C{{"error": {"code": "too_large", ...}}}).
+    """
+
+    def __init__(self, limit: int | None, phrase: str = "") -> None:
+        super().__init__(413, phrase)
+        self.limit = limit

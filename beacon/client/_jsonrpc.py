@@ -23,6 +23,7 @@ the operator client and the WebSocket transport.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,13 @@ from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
-from beacon.client._errors import HTTPStatusError, InvalidResponse, RPCError, Timeout
+from beacon.client._errors import (
+    HTTPStatusError,
+    InvalidResponse,
+    RequestTooLarge,
+    RPCError,
+    Timeout,
+)
 from beacon.client._sse import SSEReader
 from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline, client_error, read_body
@@ -74,6 +81,20 @@ def raise_rpc_error(document: Any) -> None:
     """Raise the error C{document} carries, if it is a JSON-RPC error response."""
     if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and "error" in document:
         raise rpc_error(document["error"])
+
+
+_BYTES = re.compile(r"\b([0-9]{1,12}) bytes\b")
+
+
+def limit_of(document: Any) -> int | None:
+    """
+    The byte limit a 413's JSON body names (C{{"error": {"message": "...
+    65536 bytes"}}}, Beacon's native error), if it names one.
+    """
+    error = document.get("error") if isinstance(document, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    found = _BYTES.search(message) if isinstance(message, str) else None
+    return int(found.group(1)) if found else None
 
 
 def phrase(response: IResponse) -> str:
@@ -164,6 +185,8 @@ class HTTPTransport:
     def _answer(self, response: IResponse, body: bytes, request_id: int) -> Any:
         document = json_or_none(body)
         raise_rpc_error(document)
+        if response.code == 413:
+            raise RequestTooLarge(limit_of(document), phrase(response))
         if response.code != 200:
             raise HTTPStatusError(response.code, phrase(response))
         return result_of(document, request_id)

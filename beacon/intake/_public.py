@@ -92,7 +92,8 @@ _log = Logger(namespace=f"{__name__}.PublicPolicy")
 @implementer(IA2AHandler, INativeHandler)
 class PublicPolicy(NoPushNoExtendedCard):
     """
-    Seed 002's method table over a submission store.
+    Beacon's public policy (README: "The A2A endpoint") over a submission
+    store.
     """
 
     def __init__(

@@ -82,6 +82,10 @@ class Notifier(Service):
 
     @ivar holder: The name this notifier's leases are taken under.
     @ivar failures: The failed deliveries since the last success.
+    @ivar failed_deliveries: Every failed delivery since the start (for
+        the metrics).
+    @ivar store_failures: Every failed read or advance of the channel's
+        cursor since the start (C{notify.store_failed}).
     """
 
     def __init__(
@@ -126,6 +130,8 @@ class Notifier(Service):
         self.max_backoff = max(float(max_backoff), self.interval)
         self.holder = holder or secrets.token_hex(16)
         self.failures = 0
+        self.failed_deliveries = 0
+        self.store_failures = 0
         self._lease_ms = int((self.timeout + LEASE_MARGIN) * 1000)
         self._timer: IDelayedCall | None = None
         self._busy = False
@@ -284,6 +290,7 @@ class Notifier(Service):
         if failure.check(CancelledError) and not self.running:
             return self._finish(None, False)  # abandoned by stopService
         self.failures += 1
+        self.failed_deliveries += 1
         delay = min(self.interval * 2 ** min(self.failures - 1, 62), self.max_backoff)
         self._not_before = self.clock.seconds() + delay
         log.warn(
@@ -308,6 +315,7 @@ class Notifier(Service):
         """The store failed (or a bug): log it; the next run tries again."""
         self._delivery = None
         if failure.check(StoreError):
+            self.store_failures += 1
             log.warn(
                 "notify.store_failed: {channel} cannot read or advance its cursor: {error}",
                 channel=self.channel.name,

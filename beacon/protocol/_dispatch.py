@@ -13,6 +13,7 @@ Nothing about an unexpected failure reaches the peer.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -157,7 +158,7 @@ class Method:
 
 
 #: The eleven A2A 1.0 JSON-RPC methods. Anything else, the v0.3 names
-#: (C{message/send}, ...) included, is -32601.
+#: (C{message/send}, ...) included, is -32601 (L{method_not_found}).
 METHODS: dict[str, Method] = {
     "SendMessage": Method(types.parse_send_message, "send_message"),
     "SendStreamingMessage": Method(
@@ -183,6 +184,38 @@ METHODS: dict[str, Method] = {
     ),
     "GetExtendedAgentCard": Method(types.parse_get_extended_card, "get_extended_card"),
 }
+
+
+#: The A2A 0.3 method names and the 1.0 method that replaced each: a 0.3
+#: client is told which to use (still -32601: 0.3 is not served).
+V03_METHODS: dict[str, str] = {
+    "message/send": "SendMessage",
+    "message/stream": "SendStreamingMessage",
+    "tasks/get": "GetTask",
+    "tasks/list": "ListTasks",
+    "tasks/cancel": "CancelTask",
+    "tasks/resubscribe": "SubscribeToTask",
+    "tasks/pushNotificationConfig/set": "CreateTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/get": "GetTaskPushNotificationConfig",
+    "tasks/pushNotificationConfig/list": "ListTaskPushNotificationConfigs",
+    "tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
+    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
+}
+
+
+def method_not_found(method: str) -> MethodNotFoundError:
+    """
+    The -32601 for C{method}, which is not served: for an A2A 0.3 name, its
+    message names the 1.0 method to use (from L{V03_METHODS}, never the
+    caller's text).
+    """
+    replacement = V03_METHODS.get(method)
+    if replacement is None:
+        return MethodNotFoundError()
+    return MethodNotFoundError(
+        f"Method not found: {method} is A2A 0.3; this server speaks A2A 1.0:"
+        f" use {replacement} (with A2A-Version: 1.0)"
+    )
 
 
 @dataclass(frozen=True)
@@ -213,6 +246,10 @@ class StreamAnswer:
 class Dispatcher:
     """
     Runs JSON-RPC request bodies against one policy.
+
+    @ivar errors: How many error answers it made, by ErrorInfo reason
+        (C{"PARSE_ERROR"}, C{"VERSION_NOT_SUPPORTED"}, ...), for the
+        metrics.
     """
 
     log = Logger()
@@ -230,6 +267,7 @@ class Dispatcher:
         """
         self._handler = handler
         self._extension_methods = dict(extension_methods or {})
+        self.errors: Counter[str] = Counter()
 
     def dispatch(
         self, body: bytes, context: CallContext
@@ -245,6 +283,7 @@ class Dispatcher:
         try:
             request = parse_request(loads(body))
         except A2AError as error:
+            self.errors[error.reason] += 1
             return _fired(failure(request_id_of(error), error))
         return self.call(request, context)
 
@@ -301,18 +340,25 @@ class Dispatcher:
         return maybeDeferred(self._run, method, params, context, False).addErrback(refused)
 
     def _error_of(self, reason: Failure, method: str) -> A2AError:
-        """The A2AError to answer C{reason} with; anything else is logged."""
+        """
+        The A2AError to answer C{reason} with (counted in L{errors} by its
+        reason); anything else is logged and answered as L{InternalError}.
+        """
+        error: A2AError
         if isinstance(reason.value, A2AError):
-            return reason.value
-        self.log.failure("a2a.internal_error: {method} failed", reason, method=method)
-        return InternalError()
+            error = reason.value
+        else:
+            self.log.failure("a2a.internal_error: {method} failed", reason, method=method)
+            error = InternalError()
+        self.errors[error.reason] += 1
+        return error
 
     def _run(self, name: str, params: Any, context: CallContext, notification: bool) -> Any:
         method = METHODS.get(name)
         if method is None:
             extension = self._extension_methods.get(name)
             if extension is None:
-                raise MethodNotFoundError()
+                raise method_not_found(name)
             if extension.uri not in context.extensions:
                 raise MethodNotFoundError(
                     f"{name} belongs to an extension; activate it "

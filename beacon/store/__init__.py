@@ -8,6 +8,8 @@ each with one job:
     errors, the argument checks every backend makes, the words of a
     search);
   - C{_listeners}: who hears of committed writes (L{StoreListeners});
+  - C{_measured}: what a store tells the metrics (L{IMeasuredStore}):
+    each batch of writes, and how many submissions are undecided;
   - C{_url}: store URLs, and the store one names (L{open_store});
   - C{_migrate}: C{beacon db upgrade} and C{beacon db status};
   - C{_threaded}: what the thread-pool backends share (group commit, the
@@ -23,6 +25,13 @@ each with one job:
 
 # The task states a stored submission can be in are the protocol's.
 from beacon.protocol import STATE_COMPLETED, STATE_REJECTED, STATE_SUBMITTED
+from beacon.store._measured import (
+    DECISION_ALREADY_MADE,
+    DECISION_FAILED,
+    DECISION_NOT_FOUND,
+    BatchReport,
+    IMeasuredStore,
+)
 from beacon.store._interface import (
     AlreadyDecided,
     ISubmissionStore,
@@ -52,6 +61,11 @@ from beacon.store._url import StoreURL, open_store, parse_store_url, sqlite_url
 
 __all__ = [
     "AlreadyDecided",
+    "BatchReport",
+    "DECISION_ALREADY_MADE",
+    "DECISION_FAILED",
+    "DECISION_NOT_FOUND",
+    "IMeasuredStore",
     "StoredTask",
     "StoreEvent",
     "StoreListeners",

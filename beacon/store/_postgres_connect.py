@@ -12,6 +12,8 @@ finds it; it is never logged.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
@@ -163,8 +165,47 @@ def connect_or_fail(info: str, display: str) -> psycopg.Connection[Any]:
         return psycopg.connect(info, autocommit=True)
     except psycopg.Error as e:
         raise StoreError(
-            f"cannot connect to the database {display}: {describe(e)}"
+            f"cannot connect to the database {display}: {describe(e)}{_what_to_create(e, info)}"
         ) from None
+
+
+_MISSING = re.compile(r'(database|role) "([^"]*)" does not exist')
+
+
+def _what_to_create(error: psycopg.Error, info: str) -> str:
+    """
+    For a connection refused because its database or role does not exist,
+    the command that creates it (for the operator to run as a PostgreSQL
+    superuser); else nothing.
+    """
+    missing = _MISSING.search(str(error))
+    if missing is None:
+        return ""
+    try:
+        params = conninfo_to_dict(info)
+    except psycopg.Error:
+        params = {}
+    where = ""
+    for option, key in (("-h", "host"), ("-p", "port")):
+        value = params.get(key)
+        if value and "," not in str(value):
+            where += f" {option} {shlex.quote(str(value))}"
+    kind, name = missing.groups()
+    if kind == "database":
+        owner = params.get("user")
+        command = f"createdb{where}"
+        if owner:
+            command += f" -O {shlex.quote(str(owner))}"
+        command += f" {shlex.quote(name)}"
+        return f"; create it (as a PostgreSQL superuser): {command}"
+    database = params.get("dbname")
+    command = f"createuser{where} {shlex.quote(name)}"
+    if database:
+        command += (
+            f", then, if the database is missing too: createdb{where}"
+            f" -O {shlex.quote(name)} {shlex.quote(str(database))}"
+        )
+    return f"; create the role (as a PostgreSQL superuser): {command}"
 
 
 def session(

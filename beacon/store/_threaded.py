@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from time import perf_counter
 from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union, cast
 
 from twisted.application.service import Service
@@ -46,7 +47,15 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
+from beacon.store._measured import (
+    DECISION_ALREADY_MADE,
+    DECISION_FAILED,
+    DECISION_NOT_FOUND,
+    BatchReport,
+    IMeasuredStore,
+)
 from beacon.store._interface import (
     SORT_UPDATED,
     AlreadyDecided,
@@ -89,10 +98,12 @@ _Write = Union[Submission, _Decision]
 _Outcome = Union[StoredTask, AlreadyDecided, None]
 
 
+@implementer(IMeasuredStore)
 class ThreadedStore(Service):
     """
     The shared core of an L{ISubmissionStore} whose database calls run on a
     writer thread and reader threads: group commit, reads, and stopping.
+    Each batch is reported to its observers (L{IMeasuredStore}).
 
     A subclass opens its database in C{startService} and then calls
     L{_start_pools} and C{super().startService()}.
@@ -145,6 +156,8 @@ class ThreadedStore(Service):
         self._idle_waiters: list[Deferred[None]] = []
         self._closed_waiters: list[Deferred[None]] = []
         self._listeners = StoreListeners(self.log)
+        self._batch_observers: list[Callable[[BatchReport], None]] = []
+        self._batch_started = 0.0
         self._writer_pool: Workers | None = None
         self._reader_pool: Workers | None = None
         # Each pool thread opens its own connection on first use (a backend
@@ -402,6 +415,34 @@ class ThreadedStore(Service):
         """
         return self._listeners.subscribe(listener)
 
+    def observe_batches(
+        self, observer: Callable[[BatchReport], None]
+    ) -> Callable[[], None]:
+        """
+        Call C{observer} with a L{BatchReport} of every batch finished from
+        now on; see L{IMeasuredStore}.
+
+        @return: A function that stops the observing.
+        """
+        self._batch_observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._batch_observers:
+                self._batch_observers.remove(observer)
+
+        return stop
+
+    def count_undecided(self) -> Deferred[int]:
+        """
+        How many submissions have no decision, on a reader thread: the
+        submissions less the decisions (at most one per submission), two
+        counts the database answers from an index; see L{IMeasuredStore}.
+
+        @return: A L{Deferred} that fires with the count, or fails with
+            L{StoreError}.
+        """
+        return self._read(self._count_undecided)
+
     def get(self, receipt_id: str) -> Deferred[StoredTask | None]:
         """
         Read submission C{receipt_id} and its decision, on a reader thread.
@@ -566,6 +607,16 @@ class ThreadedStore(Service):
         row = connection.execute(self._dialect.select_status, (receipt_id,)).fetchone()
         return None if row is None else status_of(row)
 
+    @staticmethod
+    def _count_undecided(connection: Any) -> int:
+        """
+        The submissions less the decisions, in one query.
+        """
+        (count,) = connection.execute(
+            "SELECT (SELECT COUNT(*) FROM submissions) - (SELECT COUNT(*) FROM events)"
+        ).fetchone()
+        return int(count)
+
     def _select_page(self, connection: Any, request: PageRequest) -> TaskPage:
         """
         One page of L{list_tasks} and, if asked for, its total, in one read
@@ -646,6 +697,7 @@ class ThreadedStore(Service):
             for _ in range(min(self._max_batch, len(self._pending)))
         ]
         self._writing = True
+        self._batch_started = perf_counter()
         written = self._writer_pool.run(
             self._write_batch, [write for write, _ in batch]
         )
@@ -657,9 +709,11 @@ class ThreadedStore(Service):
         batch: list[tuple[_Write, Deferred[Any]]],
     ) -> None:
         """
-        Answer every write of a finished batch, hand what it stored to
+        Report the batch, answer every write of it, hand what it stored to
         the listeners, then send the next batch.
         """
+        if self._batch_observers:
+            self._report(result, batch, perf_counter() - self._batch_started)
         events: list[StoreEvent] = []
         if isinstance(result, Failure):
             if isinstance(result.value, StoreError):
@@ -700,6 +754,44 @@ class ThreadedStore(Service):
             self._listeners.notify(events)
         self._writing = False
         self._flush()
+
+    def _report(
+        self,
+        result: list[_Outcome] | Failure,
+        batch: list[tuple[_Write, Deferred[Any]]],
+        seconds: float,
+    ) -> None:
+        """
+        Tell the batch observers what became of C{batch}.
+        """
+        committed = not isinstance(result, Failure)
+        submissions = []
+        for write, _ in batch:
+            if type(write) is Submission:
+                submissions.append(write)
+        stored = tuple(submissions) if committed else ()
+        decisions: tuple[str, ...] = ()
+        if len(submissions) < len(batch):
+            if isinstance(result, Failure):
+                decisions = tuple(
+                    DECISION_FAILED for write, _ in batch if isinstance(write, _Decision)
+                )
+            else:
+                decisions = tuple(
+                    DECISION_ALREADY_MADE
+                    if isinstance(outcome, AlreadyDecided)
+                    else DECISION_NOT_FOUND
+                    if outcome is None
+                    else outcome.state
+                    for (write, _), outcome in zip(batch, result)
+                    if isinstance(write, _Decision)
+                )
+        report = BatchReport(len(batch), seconds, committed, stored, decisions)
+        for observer in list(self._batch_observers):
+            try:
+                observer(report)
+            except Exception:
+                self.log.failure("store.batch_observer_failed: a batch observer failed")
 
     # The read path, and writes outside the batches.
 

@@ -1,0 +1,88 @@
+"""
+Refusals counted where they are made: each L{BeaconSite} and each
+L{TransportLimits} holds a L{Refusals}, a plain count of its refusals by
+reason, which the metrics (C{beacon.monitoring}) read when they are
+scraped. Counting is one dictionary increment on the refusal's own path;
+an admitted request counts nothing.
+
+The reasons are Beacon's own words, never anything a peer sent:
+
+    too_large               a body or message over C{[limits] max_body}
+    rate_limited            a source over its rate (HTTP 429, WebSocket
+                            -31429 and refused upgrades)
+    unauthenticated         no good credential (C{[auth]}; the bearer door)
+    invalid                 a request Beacon cannot read: framing (400), a
+                            native body that is not JSON or not a
+                            submission, a WebSocket frame that is not one
+                            JSON-RPC object, a refused WebSocket upgrade
+                            (400, 426); the JSON-RPC parse, envelope and
+                            params errors are counted by the dispatcher
+    version                 counted by the dispatcher (-32009)
+    unsupported_media_type  a POST body that is not C{application/json}
+    too_many_connections    a connection cap (503, HTTP and WebSocket)
+    request_timeout         a head, body or WebSocket frame too slow (408,
+                            close 1008)
+    in_flight_limit         a WebSocket request over C{max_in_flight}
+    forbidden_origin        a WebSocket upgrade from an origin not allowed
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+#: Every reason a L{Refusals} counts, in the order the metrics list them.
+REASONS = (
+    "too_large",
+    "rate_limited",
+    "unauthenticated",
+    "invalid",
+    "version",
+    "unsupported_media_type",
+    "too_many_connections",
+    "request_timeout",
+    "in_flight_limit",
+    "forbidden_origin",
+)
+
+#: The refusal reason of each error a binding answers a WebSocket frame
+#: with before the dispatcher (its ErrorInfo reason).
+_BY_ERROR = {
+    "RATE_LIMITED": "rate_limited",
+    "TOO_LARGE": "too_large",
+    "UNAUTHENTICATED": "unauthenticated",
+    "PARSE_ERROR": "invalid",
+    "INVALID_REQUEST": "invalid",
+    "IN_FLIGHT_LIMIT": "in_flight_limit",
+}
+
+#: The refusal reason of each status a WebSocket upgrade is refused with.
+_BY_UPGRADE_STATUS = {
+    400: "invalid",
+    403: "forbidden_origin",
+    426: "invalid",
+    429: "rate_limited",
+    503: "too_many_connections",
+}
+
+
+class Refusals(Counter[str]):
+    """
+    How many refusals of each reason (see L{REASONS}) one door made:
+    C{refusals["too_large"] += 1}. Read on the reactor thread, as it is
+    written.
+    """
+
+    def error(self, reason: str) -> None:
+        """Count a WebSocket frame refused with the ErrorInfo C{reason}."""
+        counted = _BY_ERROR.get(reason)
+        if counted is not None:
+            self[counted] += 1
+
+    def upgrade(self, status: int) -> None:
+        """Count a WebSocket upgrade refused with HTTP C{status}."""
+        counted = _BY_UPGRADE_STATUS.get(status)
+        if counted is not None:
+            self[counted] += 1
+
+
+__all__ = ["REASONS", "Refusals"]
