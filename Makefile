@@ -67,9 +67,9 @@ bench: $(STAMP)
 
 # The reader's side (issue 18): `beacon review` list, search, bulk reject,
 # export and purge on 100,000 stored submissions, SQLite and PostgreSQL
-# (bench/reader.py --help; not part of `make test`): about 15 minutes;
+# (bench/reader.py --help; not part of `make test`): about 3 minutes;
 # BENCH_ARGS="--out" also writes bench/results/<date>-reader.md, and
-# BENCH_ARGS="--quick" is a smoke run of about a minute.
+# BENCH_ARGS="--quick" is a smoke run of under a minute.
 .PHONY: bench-reader
 bench-reader: $(STAMP) postgres
 	$(BIN)/python bench/reader.py $(BENCH_ARGS)

@@ -42,8 +42,10 @@ def test_corpus_matches_exactly() -> None:
     assert sum(1 for w in words if bulk <= w) == 300
     assert sum(1 for w in words if bulk & w) == 300
     assert sum(1 for w in words if reader.RARE_WORD in w) == 30
-    pair = set(reader.PAIR_QUERY.split())
-    assert 0 < sum(1 for w in words if pair <= w) < 3000 // 10
+    for query in reader.PAIR_QUERIES:
+        pair = set(query.split())
+        assert len(pair) == 2
+        assert 0 < sum(1 for w in words if pair <= w) < 3000 // 5
     assert sum(1 for d in docs if "text" in d.document) == 1500
     assert [d.index for d in docs] == list(range(3000))
 
@@ -90,5 +92,16 @@ def test_goals_are_judged_on_p95() -> None:
     run.lists["rare"] = reader.Timing([0.020] * 20, 1000)
     lines = "\n".join(reader.goals([run]))
     assert "first page < 50 ms | sqlite | p95 60.0 ms (median 10.0) | **NO** |" in lines
-    assert "(1 word) < 100 ms | sqlite | p95 20.0 ms (median 20.0) | yes |" in lines
-    assert "(2 words) < 100 ms | sqlite | n/a | n/a |" in lines
+    assert "--search licence` < 100 ms | sqlite | p95 20.0 ms (median 20.0) | yes |" in lines
+    assert '--search "river garden"` < 100 ms | sqlite | n/a | n/a |' in lines
+
+
+def test_fresh_searches_are_judged_on_their_median() -> None:
+    """A search whose first calls on a server just started are slow misses its goal."""
+    run = reader.StoreRun("postgresql", 100_000)
+    run.lists["pair2"] = reader.Timing([0.008] * 50, 1699)
+    run.fresh["pair2"] = reader.Timing([0.120, 0.118, 0.122, 0.004], 1699)
+    lines = "\n".join(reader.goals([run]))
+    assert '"garden spring"` < 100 ms | postgresql | p95 8.0 ms (median 8.0) | yes |' in lines
+    assert ('"garden spring"` < 100 ms, fresh server | postgresql | median 119.0 ms (max 122.0) '
+            "| **NO** |") in lines
