@@ -81,15 +81,16 @@ from beacon.store._postgres_listen import (
     ListeningThread,
     notification_payload,
 )
-from beacon.store._postgres_schema import SEARCH_VECTOR, WRITE_LOCK, migrate
+from beacon.store._postgres_schema import WRITE_LOCK, migrate
 from beacon.store._sql import Dialect, PageRequest, page_of, row_of, task_of
 from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 _T = TypeVar("_T")
 
 #: PostgreSQL's spelling of the queries the backends share. A search is the
-#: expression of the full-text index (L{beacon.store._postgres_schema}'s
-#: migration 2) against C{plainto_tsquery} of the search, in the C{simple}
+#: stored search vector (C{submissions.search}, indexed: see
+#: L{beacon.store._postgres_schema}'s migration 2) against
+#: C{plainto_tsquery} of the search, in the C{simple}
 #: configuration (every word as written, lower-cased; no stemming); an id
 #: prefix is a C{LIKE}, which the C{text_pattern_ops} index on ids serves.
 DIALECT = Dialect(
@@ -97,10 +98,7 @@ DIALECT = Dialect(
     true="TRUE",
     subquery_alias=" AS keys",
     row_values=True,
-    search_condition=(
-        f"{SEARCH_VECTOR.format(content='s.content')}"
-        " @@ plainto_tsquery('simple', %s)"
-    ),
+    search_condition="s.search @@ plainto_tsquery('simple', %s)",
     search_quotes_words=False,
     prefix_condition="s.id LIKE %s",
     prefix_wildcard="%",
