@@ -16,10 +16,8 @@ from typing import Any
 
 from beacon.cli._text import STATE_WORDS, inert
 from beacon.client import OperatorClient
-from beacon.protocol import STATE_UNSPECIFIED, TASK_STATES
+from beacon.protocol import DOORS, STATE_UNSPECIFIED, TASK_STATES
 
-#: The doors a submission can come through (C{--door}), as stored.
-DOORS = ("jsonrpc", "http+json", "websocket", "native", "grpc")
 #: The fewest characters a short id may have.
 MIN_PREFIX = 6
 #: How long a whole receipt id is.

@@ -50,6 +50,7 @@ from twisted.python.failure import Failure
 
 from beacon import __version__
 from beacon.bindings.refusals import REASONS
+from beacon.protocol import DOORS
 from beacon.store import (
     DECISION_ALREADY_MADE,
     DECISION_FAILED,
@@ -64,8 +65,7 @@ from beacon.store import (
 
 log = Logger()
 
-#: The doors a submission is stored through, and its kinds.
-DOORS = ("jsonrpc", "http+json", "websocket", "native", "grpc")
+#: A submission's kinds (its doors: L{beacon.protocol.DOORS}).
 KINDS = ("text", "structured")
 #: Decisions by outcome: the store's word for each, and the metric's.
 OUTCOMES = {

@@ -6,6 +6,7 @@ table. It imports nothing else of Beacon.
 
 from beacon.protocol._bindings import (
     API_KEY_HEADER,
+    DOORS,
     HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     UNIX_BINDING,
@@ -79,6 +80,7 @@ from beacon.protocol.types import (
 )
 
 __all__ = [
+    "DOORS",
     "API_KEY_HEADER",
     "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",

@@ -16,6 +16,10 @@ WEBSOCKET_BINDING = "https://a2a-rust.com/bindings/websocket/v1"
 UNIX_BINDING = "https://agentd.dev/a2a/binding/jsonrpc-unix"
 #: The header that carries a submitter's API key (its C{apiKeySecurityScheme}).
 API_KEY_HEADER = "X-API-Key"
+#: The doors a submission can come through, as a stored submission names
+#: them (C{CallContext.binding}): the filter C{--door} takes and the label
+#: the metrics give.
+DOORS = ("jsonrpc", "http+json", "websocket", "native")
 
 
 def websocket_url(http_url: str) -> str:
@@ -28,6 +32,7 @@ def websocket_url(http_url: str) -> str:
 
 
 __all__ = [
+    "DOORS",
     "API_KEY_HEADER",
     "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",
