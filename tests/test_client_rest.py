@@ -30,6 +30,7 @@ from beacon.client import (
     ClientError,
     EventTooLarge,
     HTTPStatusError,
+    RequestTooLarge,
     InvalidResponse,
     Limits,
     RPCError,
@@ -361,6 +362,25 @@ async def test_other_errors_are_http_status_errors(serve: Any) -> None:
         await client.get_task("t")
     assert bare.value.status == 502 and bare.value.status_name is None
     assert str(bare.value).endswith("without an HTTP+JSON answer")
+
+
+@pytest_twisted.ensureDeferred
+async def test_too_large_is_request_too_large(serve: Any) -> None:
+    """A 413 Status is a RequestTooLarge, with the limit when the message names it (Beacon's does)."""
+    answers = iter(
+        [
+            status(413, "INVALID_ARGUMENT", "the request body exceeds 65536 bytes", "TOO_LARGE", domain="beacon.example"),
+            status(413, "INVALID_ARGUMENT", "too big"),
+        ]
+    )
+    client = rest_client(
+        serve(Agent(lambda request, raw: json_answer(request, next(answers), 413, b"application/json")))
+    )
+    named = (await client.send_text("x")).error
+    assert isinstance(named, RequestTooLarge)
+    assert (named.status, named.limit) == (413, 65536)
+    unnamed = (await client.send_text("x")).error
+    assert isinstance(unnamed, RequestTooLarge) and unnamed.limit is None
 
 
 @pytest_twisted.ensureDeferred

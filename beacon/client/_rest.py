@@ -62,8 +62,15 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IResponse
 
-from beacon.client._errors import ClientError, HTTPStatusError, InvalidResponse, RPCError, Timeout
-from beacon.client._jsonrpc import headers_for, json_or_none, phrase, rpc_error
+from beacon.client._errors import (
+    ClientError,
+    HTTPStatusError,
+    InvalidResponse,
+    RequestTooLarge,
+    RPCError,
+    Timeout,
+)
+from beacon.client._jsonrpc import headers_for, json_or_none, limit_of, phrase, rpc_error
 from beacon.client._sse import SSEReader
 from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline, client_error, read_body
@@ -274,6 +281,10 @@ def error_of(document: Any, status: int, reason_phrase: str = "") -> ClientError
         reason, domain = _error_info(details)
         if reason is not None and reason in CODE_OF_REASON and domain in (A2A_DOMAIN, None):
             return RPCError(CODE_OF_REASON[reason], text, details, http_status=status, status_name=name)
+        if status == 413:
+            # Too large, as the JSON-RPC transport says it (with the limit
+            # when the answer names one, as Beacon's does).
+            return RequestTooLarge(limit_of(document), reason_phrase)
         if code is not None or name is not None or message is not None:
             return HTTPStatusError(
                 status, reason_phrase, status_name=name, message=text, reason=reason, details=details
