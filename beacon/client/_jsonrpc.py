@@ -29,7 +29,6 @@ from typing import Any
 
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
@@ -39,11 +38,9 @@ from beacon.client._errors import (
     InvalidResponse,
     RequestTooLarge,
     RPCError,
-    Timeout,
 )
-from beacon.client._sse import SSEReader
 from beacon.client._stream import ResponseStream
-from beacon.client._transport import Deadline, client_error, read_body
+from beacon.client._transport import HTTPCalls, client_error, is_event_stream
 from beacon.protocol import JSONParseError, dumps, loads
 
 #: The A2A version this client speaks.
@@ -129,41 +126,20 @@ def headers_for(extensions: tuple[str, ...], extra: dict[str, str], accept: byte
     return headers
 
 
-class HTTPTransport:
+class HTTPTransport(HTTPCalls):
     """
     JSON-RPC over HTTP: one POST per call to C{url}, through C{http} (a
     treq L{HTTPClient} whose agent dials what the caller configured).
     """
 
-    def __init__(
-        self,
-        http: HTTPClient,
-        url: str,
-        *,
-        clock: IReactorTime,
-        address: str,
-        unix: bool,
-        response_timeout: float,
-        idle_timeout: float,
-        max_response: int,
-        max_event: int,
-        headers: dict[str, str] | None = None,
-        peer: str = "the agent",
-    ) -> None:
-        self._http = http
-        self._url = url
-        self._clock = clock
-        self.address = address
+    def __init__(self, http: HTTPClient, url: str, *, unix: bool, **settings: Any) -> None:
+        """
+        @param unix: Whether C{http} dials a unix socket (for the errors'
+            words).
+        @param settings: L{HTTPCalls}' keyword arguments.
+        """
+        super().__init__(http, url, **settings)
         self._unix = unix
-        self._response_timeout = response_timeout
-        self._idle_timeout = idle_timeout
-        self._max_response = max_response
-        self._max_event = max_event
-        self._headers = dict(headers or {})
-        self._peer = peer
-
-    def _timeout(self) -> Timeout:
-        return Timeout(self.address, self._response_timeout, "answer", self._peer)
 
     async def _post(self, body: bytes, extensions: tuple[str, ...], accept: bytes) -> IResponse:
         headers = headers_for(extensions, self._headers, accept)
@@ -176,11 +152,6 @@ class HTTPTransport:
         except Exception:
             raise client_error(Failure(), self.address, self._unix, self._peer) from None
         return response
-
-    async def _read(self, response: IResponse) -> bytes:
-        chunks: list[bytes] = []
-        await read_body(response, chunks.append, self._max_response, self.address).done
-        return b"".join(chunks)
 
     def _answer(self, response: IResponse, body: bytes, request_id: int) -> Any:
         document = json_or_none(body)
@@ -202,65 +173,31 @@ class HTTPTransport:
             )
             return self._answer(response, await self._read(response), request_id)
 
-        return Deadline(self._clock, self._response_timeout, self._timeout).start(
-            Deferred.fromCoroutine(call())
-        )
+        return self._bounded(call())
 
     def stream(
         self, request_id: int, method: str, params: Any, extensions: tuple[str, ...]
     ) -> ResponseStream:
         """One streaming call; its events as they arrive."""
-        holder: dict[str, Any] = {}
 
-        def pause() -> None:
-            if "reader" in holder:
-                holder["reader"].pause()
-
-        def resume() -> None:
-            if "reader" in holder:
-                holder["reader"].resume()
-
-        events = ResponseStream(
-            self._clock, self.address, self._response_timeout, self._idle_timeout,
-            peer=self._peer, pause=pause, resume=resume,
-        )
-
-        def data(payload: bytes) -> None:
+        def event(payload: bytes) -> dict[str, Any]:
             document = json_or_none(payload)
             if document is None:
                 raise InvalidResponse("an event is not valid JSON")
             result = result_of(document, request_id)
             if not isinstance(result, dict):
                 raise InvalidResponse("an event is not a StreamResponse")
-            events.push(result)
+            return result
 
-        async def start() -> None:
-            response = await self._post(
+        return self._event_stream(
+            method,
+            lambda: self._post(
                 request_body(request_id, method, params), extensions, b"text/event-stream"
-            )
-            content_type = (response.headers.getRawHeaders(b"content-type") or [b""])[0]
-            if response.code == 200 and content_type.split(b";")[0].strip() == b"text/event-stream":
-                sse = SSEReader(data, self._max_event)
-                reader = holder["reader"] = read_body(response, sse.feed, None, self.address)
-                events.on_cancel = lambda: reader.done.cancel()
-                await reader.done
-                return
-            body = await self._read(response)
-            self._answer(response, body, request_id)
-            raise InvalidResponse(f"the agent answered {method} without a stream")
-
-        d = Deferred.fromCoroutine(start())
-        events.on_cancel = d.cancel
-        d.addCallbacks(lambda _: events.end(), events.end)
-        return events
-
-    def close(self) -> Deferred[None]:
-        """Nothing stays open between calls."""
-        return Deferred.fromCoroutine(_nothing())
-
-
-async def _nothing() -> None:
-    return None
+            ),
+            is_event_stream,
+            event,
+            lambda response, body: self._answer(response, body, request_id),
+        )
 
 
 StreamFactory = Callable[[int, str, Any, tuple[str, ...]], ResponseStream]

@@ -56,9 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IResponse
 
@@ -68,12 +66,10 @@ from beacon.client._errors import (
     InvalidResponse,
     RequestTooLarge,
     RPCError,
-    Timeout,
 )
 from beacon.client._jsonrpc import headers_for, json_or_none, limit_of, phrase, rpc_error
-from beacon.client._sse import SSEReader
 from beacon.client._stream import ResponseStream
-from beacon.client._transport import Deadline, client_error, read_body
+from beacon.client._transport import HTTPCalls, client_error, is_event_stream
 from beacon.protocol import (
     A2A_DOMAIN,
     ERROR_INFO_TYPE,
@@ -296,40 +292,12 @@ def error_of(document: Any, status: int, reason_phrase: str = "") -> ClientError
     return HTTPStatusError(status, reason_phrase, expected="an HTTP+JSON answer")
 
 
-class RESTTransport:
+class RESTTransport(HTTPCalls):
     """
     The HTTP+JSON binding: one request per call to its route below C{url},
     through C{http} (a treq L{HTTPClient} whose agent dials what the caller
-    configured).
+    configured); L{HTTPCalls}' keyword arguments.
     """
-
-    def __init__(
-        self,
-        http: HTTPClient,
-        url: str,
-        *,
-        clock: IReactorTime,
-        address: str,
-        response_timeout: float,
-        idle_timeout: float,
-        max_response: int,
-        max_event: int,
-        headers: dict[str, str] | None = None,
-        peer: str = "the agent",
-    ) -> None:
-        self._http = http
-        self._url = url
-        self._clock = clock
-        self.address = address
-        self._response_timeout = response_timeout
-        self._idle_timeout = idle_timeout
-        self._max_response = max_response
-        self._max_event = max_event
-        self._headers = dict(headers or {})
-        self._peer = peer
-
-    def _timeout(self) -> Timeout:
-        return Timeout(self.address, self._response_timeout, "answer", self._peer)
 
     async def _send(
         self, method: str, params: Any, extensions: tuple[str, ...], accept: bytes
@@ -346,11 +314,6 @@ class RESTTransport:
         except Exception:
             raise client_error(Failure(), self.address, False, self._peer) from None
         return response
-
-    async def _read(self, response: IResponse) -> bytes:
-        chunks: list[bytes] = []
-        await read_body(response, chunks.append, self._max_response, self.address).done
-        return b"".join(chunks)
 
     def _answer(self, response: IResponse, body: bytes) -> Any:
         if not 200 <= response.code < 300:
@@ -373,30 +336,14 @@ class RESTTransport:
             response = await self._send(method, params, extensions, ACCEPT_JSON)
             return self._answer(response, await self._read(response))
 
-        return Deadline(self._clock, self._response_timeout, self._timeout).start(
-            Deferred.fromCoroutine(call())
-        )
+        return self._bounded(call())
 
     def stream(
         self, request_id: int, method: str, params: Any, extensions: tuple[str, ...]
     ) -> ResponseStream:
         """One streaming call; its events as they arrive."""
-        holder: dict[str, Any] = {}
 
-        def pause() -> None:
-            if "reader" in holder:
-                holder["reader"].pause()
-
-        def resume() -> None:
-            if "reader" in holder:
-                holder["reader"].resume()
-
-        events = ResponseStream(
-            self._clock, self.address, self._response_timeout, self._idle_timeout,
-            peer=self._peer, pause=pause, resume=resume,
-        )
-
-        def data(payload: bytes) -> None:
+        def event(payload: bytes) -> dict[str, Any]:
             document = json_or_none(payload)
             if not isinstance(document, dict):
                 raise InvalidResponse("an event is not a JSON object")
@@ -404,30 +351,12 @@ class RESTTransport:
                 error = document["error"]
                 code = _code(error.get("code")) if isinstance(error, dict) else None
                 raise error_of(document, code if code is not None and code > 0 else 200)
-            events.push(document)
+            return document
 
-        async def start() -> None:
-            response = await self._send(method, params, extensions, b"text/event-stream")
-            content_type = (response.headers.getRawHeaders(b"content-type") or [b""])[0]
-            media = content_type.split(b";")[0].strip().lower()
-            if 200 <= response.code < 300 and media == b"text/event-stream":
-                sse = SSEReader(data, self._max_event)
-                reader = holder["reader"] = read_body(response, sse.feed, None, self.address)
-                events.on_cancel = lambda: reader.done.cancel()
-                await reader.done
-                return
-            self._answer(response, await self._read(response))
-            raise InvalidResponse(f"the agent answered {method} without a stream")
-
-        d = Deferred.fromCoroutine(start())
-        events.on_cancel = d.cancel
-        d.addCallbacks(lambda _: events.end(), events.end)
-        return events
-
-    def close(self) -> Deferred[None]:
-        """Nothing stays open between calls."""
-        return Deferred.fromCoroutine(_nothing())
-
-
-async def _nothing() -> None:
-    return None
+        return self._event_stream(
+            method,
+            lambda: self._send(method, params, extensions, b"text/event-stream"),
+            lambda response: is_event_stream(response, range(200, 300)),
+            event,
+            self._answer,
+        )

@@ -15,9 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Coroutine
 from typing import Any, Callable, TypeVar, cast
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
@@ -47,6 +48,8 @@ from zope.interface import implementer
 
 from beacon.interfaces import IBeaconReactor
 from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
+from beacon.client._sse import SSEReader
+from beacon.client._stream import ResponseStream
 
 T = TypeVar("T")
 
@@ -342,3 +345,113 @@ def read_body(
     else:
         response.deliverBody(reader)
     return reader
+
+
+class HTTPCalls:
+    """
+    What the two HTTP bindings' transports (JSON-RPC and HTTP+JSON) share:
+    their settings, a bounded body read, a unary call bounded by the
+    response timeout, and a C{text/event-stream} answer read as a
+    L{ResponseStream} (paused while its consumer lags). A subclass says how
+    a request is sent and how an answer or an event is read.
+    """
+
+    def __init__(
+        self,
+        http: Any,
+        url: str,
+        *,
+        clock: IReactorTime,
+        address: str,
+        response_timeout: float,
+        idle_timeout: float,
+        max_response: int,
+        max_event: int,
+        headers: dict[str, str] | None = None,
+        peer: str = "the agent",
+    ) -> None:
+        """
+        @param http: A treq C{HTTPClient} whose agent dials what the
+            caller configured.
+        """
+        self._http = http
+        self._url = url
+        self._clock = clock
+        self.address = address
+        self._response_timeout = response_timeout
+        self._idle_timeout = idle_timeout
+        self._max_response = max_response
+        self._max_event = max_event
+        self._headers = dict(headers or {})
+        self._peer = peer
+
+    def _timeout(self) -> Timeout:
+        return Timeout(self.address, self._response_timeout, "answer", self._peer)
+
+    async def _read(self, response: IResponse) -> bytes:
+        chunks: list[bytes] = []
+        await read_body(response, chunks.append, self._max_response, self.address).done
+        return b"".join(chunks)
+
+    def _bounded(self, call: Coroutine[Any, Any, T]) -> Deferred[T]:
+        """C{call}, bounded by the response timeout."""
+        return Deadline(self._clock, self._response_timeout, self._timeout).start(
+            Deferred.fromCoroutine(call)
+        )
+
+    def _event_stream(
+        self,
+        method: str,
+        send: Callable[[], Coroutine[Any, Any, IResponse]],
+        streaming: Callable[[IResponse], bool],
+        event: Callable[[bytes], dict[str, Any]],
+        refused: Callable[[IResponse, bytes], object],
+    ) -> ResponseStream:
+        """
+        One streaming call: C{send} the request; an answer that
+        C{streaming} accepts is read as server-sent events, each data
+        payload made a StreamResponse by C{event} (which raises a
+        L{ClientError} for an error event); any other answer is read whole
+        and given to C{refused}, which raises the error it stands for.
+        """
+        holder: dict[str, Any] = {}
+
+        def pause() -> None:
+            if "reader" in holder:
+                holder["reader"].pause()
+
+        def resume() -> None:
+            if "reader" in holder:
+                holder["reader"].resume()
+
+        events = ResponseStream(
+            self._clock, self.address, self._response_timeout, self._idle_timeout,
+            peer=self._peer, pause=pause, resume=resume,
+        )
+
+        async def start() -> None:
+            response = await send()
+            if streaming(response):
+                sse = SSEReader(lambda payload: events.push(event(payload)), self._max_event)
+                reader = holder["reader"] = read_body(response, sse.feed, None, self.address)
+                events.on_cancel = lambda: reader.done.cancel()
+                await reader.done
+                return
+            refused(response, await self._read(response))
+            raise InvalidResponse(f"the agent answered {method} without a stream")
+
+        d = Deferred.fromCoroutine(start())
+        events.on_cancel = d.cancel
+        d.addCallbacks(lambda _: events.end(), events.end)
+        return events
+
+    def close(self) -> Deferred[None]:
+        """Nothing stays open between calls."""
+        return succeed(None)
+
+
+def is_event_stream(response: IResponse, statuses: range = range(200, 201)) -> bool:
+    """Whether C{response} has one of C{statuses} and is C{text/event-stream}."""
+    content_type = (response.headers.getRawHeaders(b"content-type") or [b""])[0]
+    media = content_type.split(b";")[0].strip().lower()
+    return response.code in statuses and media == b"text/event-stream"
