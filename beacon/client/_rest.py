@@ -70,52 +70,13 @@ from beacon.client._errors import (
 from beacon.client._jsonrpc import headers_for, json_or_none, limit_of, phrase, rpc_error
 from beacon.client._stream import ResponseStream
 from beacon.client._transport import HTTPCalls, client_error, is_event_stream
-from beacon.protocol import (
-    A2A_DOMAIN,
-    ERROR_INFO_TYPE,
-    ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    InternalError,
-    InvalidAgentResponseError,
-    InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
-    MethodNotFoundError,
-    PushNotificationNotSupportedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-    dumps,
-)
+from beacon.protocol import A2A_DOMAIN, CODE_OF_REASON, ERROR_INFO_TYPE, dumps
 
 #: The media type of HTTP+JSON bodies (§11: SHOULD).
 A2A_JSON = b"application/a2a+json"
 #: What a unary call accepts: the binding's type, and plain JSON, which
 #: servers send too (the a2a-sdk's errors).
 ACCEPT_JSON = b"application/a2a+json, application/json"
-
-#: The JSON-RPC code of each A2A error, by its ErrorInfo reason.
-CODE_OF_REASON: Mapping[str, int] = {
-    error.reason: error.code
-    for error in (
-        JSONParseError,
-        InvalidRequestError,
-        MethodNotFoundError,
-        InvalidParamsError,
-        InternalError,
-        TaskNotFoundError,
-        TaskNotCancelableError,
-        PushNotificationNotSupportedError,
-        UnsupportedOperationError,
-        ContentTypeNotSupportedError,
-        InvalidAgentResponseError,
-        ExtendedAgentCardNotConfiguredError,
-        ExtensionSupportRequiredError,
-        VersionNotSupportedError,
-    )
-}
 
 #: The members of a StreamResponse (one of them per event).
 _STREAM_MEMBERS = frozenset({"task", "message", "statusUpdate", "artifactUpdate"})

@@ -1,7 +1,8 @@
 """
-How the operator client reaches Beacon: an L{IAgentEndpointFactory} that
-dials one configured place whatever URL a request names, and a response body
-reader with a size cap that a cancellation (or a timeout) aborts.
+How the clients reach a server over HTTP: an L{IAgentEndpointFactory} that
+dials one configured place whatever URL a request names, a response body
+reader with a size cap that a cancellation (or a timeout) aborts, and
+L{HTTPCalls}, what the JSON-RPC and HTTP+JSON transports share.
 
 The dial target is fixed when the client is made: the operator socket's
 path, or the host and port of the bearer door's URL (from its discovery

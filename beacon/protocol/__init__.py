@@ -27,6 +27,7 @@ from beacon.protocol._dispatch import (
 )
 from beacon.protocol._errors import (
     A2A_DOMAIN,
+    CODE_OF_REASON,
     A2AError,
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -80,6 +81,7 @@ from beacon.protocol.types import (
 )
 
 __all__ = [
+    "CODE_OF_REASON",
     "DOORS",
     "API_KEY_HEADER",
     "HTTP_JSON_BINDING",

@@ -216,6 +216,30 @@ class VersionNotSupportedError(A2AError):
     default_message = "This interface speaks A2A 1.0 only; send A2A-Version: 1.0"
 
 
+#: The JSON-RPC code of every A2A error, by its ErrorInfo reason: how a
+#: client reading another binding's error (a google.rpc.Status) names it as
+#: JSON-RPC does.
+CODE_OF_REASON: dict[str, int] = {
+    error.reason: error.code
+    for error in (
+        JSONParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalError,
+        TaskNotFoundError,
+        TaskNotCancelableError,
+        PushNotificationNotSupportedError,
+        UnsupportedOperationError,
+        ContentTypeNotSupportedError,
+        InvalidAgentResponseError,
+        ExtendedAgentCardNotConfiguredError,
+        ExtensionSupportRequiredError,
+        VersionNotSupportedError,
+    )
+}
+
+
 def error_object(error: A2AError) -> dict[str, Any]:
     """
     The JSON-RPC C{error} member for C{error}: code, message and
