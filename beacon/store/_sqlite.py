@@ -578,31 +578,20 @@ class SQLiteStore(ThreadedStore):
         @raises StoreError: If the transaction failed; its message names the
             SQLite error, never submitted content.
         """
-        try:
-            connection = self._thread_connection(query_only=False)
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                outcomes: list[_Outcome] = []
-                rows: list[Row] = []
-                for write in writes:
-                    if isinstance(write, Submission):
-                        rows.append(row_of(write))
-                        outcomes.append(None)
-                    else:
-                        _insert_submissions(connection, rows)
-                        outcomes.append(self._insert_decision(connection, write))
-                _insert_submissions(connection, rows)
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as e:
-            raise StoreError(
-                f"could not store {len(writes)} write(s) in {self.path}:"
-                f" {type(e).__name__}: {e}"
-            ) from e
-        return outcomes
+        def batch(connection: sqlite3.Connection) -> list[_Outcome]:
+            outcomes: list[_Outcome] = []
+            rows: list[Row] = []
+            for write in writes:
+                if isinstance(write, Submission):
+                    rows.append(row_of(write))
+                    outcomes.append(None)
+                else:
+                    _insert_submissions(connection, rows)
+                    outcomes.append(self._insert_decision(connection, write))
+            _insert_submissions(connection, rows)
+            return outcomes
+
+        return self._transaction(batch, f"store {len(writes)} write(s) in")
 
     @staticmethod
     def _insert_decision(
@@ -682,11 +671,22 @@ class SQLiteStore(ThreadedStore):
 
         @raises StoreError: If the transaction failed.
         """
+        return self._transaction(lambda connection: f(connection, *args), "write to")
+
+    def _transaction(self, f: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
+        """
+        Run C{f} with the writer's connection in one C{BEGIN IMMEDIATE}
+        transaction, committed if it returns, rolled back if it raises.
+
+        @param doing: What failed, for the error (C{"write to"}).
+        @raises StoreError: If the transaction failed; its message names the
+            SQLite error, never submitted content.
+        """
         try:
             connection = self._thread_connection(query_only=False)
             connection.execute("BEGIN IMMEDIATE")
             try:
-                result = f(connection, *args)
+                result = f(connection)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -694,7 +694,7 @@ class SQLiteStore(ThreadedStore):
                 raise
         except sqlite3.Error as e:
             raise StoreError(
-                f"could not write to {self.path}: {type(e).__name__}: {e}"
+                f"could not {doing} {self.path}: {type(e).__name__}: {e}"
             ) from e
         return result
 
