@@ -102,13 +102,16 @@ _WORD = re.compile(r"\w", re.UNICODE)
 _DOOR = re.compile(r"\A[a-z0-9][a-z0-9+._-]*\Z")
 
 
-def _decide_request(reader: ParamsReader) -> tuple[str, str, str | None]:
-    task_id = reader.string("id", required=True, limit=types.MAX_ID_LENGTH)
+def _decision_and_note(reader: ParamsReader) -> tuple[str, str | None]:
     decision = reader.string("decision", required=True)
     if decision and decision not in DECISIONS:
         reader._fail("decision", 'must be "accept" or "reject"')
-    note = reader.string("note", limit=MAX_NOTE_LENGTH) or None
-    return task_id, decision, note
+    return decision, reader.string("note", limit=MAX_NOTE_LENGTH) or None
+
+
+def _decide_request(reader: ParamsReader) -> tuple[str, str, str | None]:
+    task_id = reader.string("id", required=True, limit=types.MAX_ID_LENGTH)
+    return (task_id, *_decision_and_note(reader))
 
 
 def _follow_request(reader: ParamsReader) -> None:
@@ -185,18 +188,14 @@ def _list_request(reader: ParamsReader) -> ReviewListRequest:
 def _decide_many_request(reader: ParamsReader) -> tuple[tuple[str, ...], str, str | None]:
     ids = reader.strings("ids")
     if not ids:
-        if reader.raw("ids") is None or ids == ():
+        if not reader.violations or reader.violations[-1][0] != "ids":
             reader._fail("ids", "is required and must not be empty")
     elif len(ids) > MAX_BULK_IDS:
         reader._fail("ids", f"must hold at most {MAX_BULK_IDS} ids")
     elif any(not i or len(i) > types.MAX_ID_LENGTH or "\x00" in i for i in ids):
         reader._fail("ids", f"must be ids of 1 to {types.MAX_ID_LENGTH} characters")
-    decision = reader.string("decision", required=True)
-    if decision and decision not in DECISIONS:
-        reader._fail("decision", 'must be "accept" or "reject"')
-    note = reader.string("note", limit=MAX_NOTE_LENGTH) or None
     # Each id once, in the order given.
-    return tuple(dict.fromkeys(ids)), decision, note
+    return (tuple(dict.fromkeys(ids)), *_decision_and_note(reader))
 
 
 def _purge_request(reader: ParamsReader) -> tuple[int, bool]:
