@@ -41,7 +41,7 @@ TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_rest
 	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
 	tests/test_websocket*.py
 
-test: $(TEST_STAMP) postgres systemd-analyze
+test: $(TEST_STAMP) postgres systemd-analyze chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)
 
@@ -57,6 +57,19 @@ postgres:
 .PHONY: systemd-analyze
 systemd-analyze:
 	sh .ci/ensure-systemd-analyze
+
+# tests/test_web_console.py drives `beacon review web` in headless Chromium:
+# install Debian's chromium and chromium-driver where they are missing and we
+# may.
+.PHONY: chromium
+chromium:
+	sh .ci/ensure-chromium
+
+# Regenerate beacon/proto's modules from beacon/proto/a2a.proto with
+# grpcio-tools (tests/test_proto.py checks that this changes nothing).
+.PHONY: proto
+proto: $(TEST_STAMP)
+	$(BIN)/python tools/generate-proto
 
 # Beacon against the official A2A servers (bench/run --help; not part of
 # `make test`): about 22 minutes; BENCH_ARGS="--out" also writes

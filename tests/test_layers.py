@@ -19,11 +19,11 @@ ROOT = Path(beacon.__file__).parent
 
 #: The floors, from the ground up; a room imports only rooms below it.
 FLOORS: list[set[str]] = [
-    {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces", "beacon.text"},
+    {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces", "beacon.text", "beacon.proto"},
     {"beacon.protocol", "beacon.heap", "beacon.listeners"},
     {"beacon.store"},
     {"beacon.intake", "beacon.client", "beacon.testing", "beacon.notify"},
-    {"beacon.config"},
+    {"beacon.config", "beacon.console"},
     {"beacon.bindings"},
     {"beacon.monitoring"},
     {"beacon.service"},
