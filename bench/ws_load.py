@@ -21,6 +21,12 @@ where requests counts the answers that arrived within --duration, bad the
 answers that were not a Task in TASK_STATE_SUBMITTED (or any error frame),
 and timeout the requests never answered (or lost with a connection).
 
+With --expect-error CODE (the refusal rows of bench/run: one connection
+flooding a Beacon whose [limits] rate is small, --expect-error -31429) the
+right answer is instead a JSON-RPC error with that code; a Task (a request
+the rate let through) is counted in "admitted", not in bad, and the line
+gains "admitted":N.
+
 It is written for the load it makes, as wrk is for HTTP: one asyncio
 protocol per connection speaking RFC 6455 itself (client frames masked,
 server frames read whole, fragments joined, pings answered), and each
@@ -64,6 +70,7 @@ class Stats:
     requests: int = 0
     bad: int = 0
     timeout: int = 0
+    admitted: int = 0
     latencies: list[float] = field(default_factory=list)
 
 
@@ -88,6 +95,18 @@ def answer_ok(answer: bytes) -> bool:
     return b'"TASK_STATE_SUBMITTED"' in answer and b'"error"' not in answer
 
 
+def refusal_kind(answer: bytes, code: int) -> str:
+    """C{"refused"} (an error with C{code}), C{"admitted"} (a Task), else C{"bad"}."""
+    if b'"error"' in answer:
+        found = ERROR_CODE.search(answer)
+        return "refused" if found and int(found.group(1)) == code else "bad"
+    return "admitted" if answer_ok(answer) else "bad"
+
+
+#: The error's code (the only "code" key of a JSON-RPC error answer).
+ERROR_CODE = re.compile(rb'"code"\s*:\s*(-?\d+)')
+
+
 def masked(opcode: int, payload: bytes, key: bytes) -> bytes:
     """A client frame (RFC 6455 5.2): final, masked with C{key}."""
     size = len(payload)
@@ -109,8 +128,11 @@ class LoadProtocol(asyncio.Protocol):
     until C{deadline}, then the answers still owed until C{done} fires.
     """
 
-    def __init__(self, host: str, path: str, tag: bytes, depth: int, stats: Stats) -> None:
+    def __init__(
+        self, host: str, path: str, tag: bytes, depth: int, stats: Stats, expect_error: int | None = None
+    ) -> None:
         self.host, self.path, self.tag, self.depth, self.stats = host, path, tag, depth, stats
+        self.expect_error = expect_error
         loop = asyncio.get_running_loop()
         self.opened: asyncio.Future[None] = loop.create_future()
         self.done: asyncio.Future[None] = loop.create_future()
@@ -255,7 +277,13 @@ class LoadProtocol(asyncio.Protocol):
         if time.monotonic() <= self.deadline:
             self.stats.requests += 1
             self.stats.latencies.append(now - sent)
-        if not answer_ok(message):
+        if self.expect_error is not None:
+            kind = refusal_kind(message, self.expect_error)
+            if kind == "admitted":
+                self.stats.admitted += 1
+            elif kind == "bad":
+                self.stats.bad += 1
+        elif not answer_ok(message):
             self.stats.bad += 1
         return 1
 
@@ -282,7 +310,7 @@ async def main_async(args: argparse.Namespace) -> Stats:
 
     async def open_one(i: int) -> LoadProtocol:
         _, protocol = await loop.create_connection(
-            lambda: LoadProtocol(host, path, f"{args.tag}-{i}".encode(), args.depth, stats),
+            lambda: LoadProtocol(host, path, f"{args.tag}-{i}".encode(), args.depth, stats, args.expect_error),
             url.hostname, port,
         )
         await protocol.opened
@@ -322,6 +350,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--grace", type=float, default=5.0)
     parser.add_argument("--tag", default=f"ws{os.getpid()}")
+    parser.add_argument("--expect-error", type=int, default=None, metavar="CODE",
+                        help="count JSON-RPC errors with this code as the right answer (refusal rows)")
     args = parser.parse_args()
     try:
         stats = asyncio.run(main_async(args))
@@ -344,6 +374,8 @@ def main() -> int:
         "max_us": int((values[-1] if values else 0) * 1e6),
         "mean_us": int(mean * 1e6),
     }
+    if args.expect_error is not None:
+        result["admitted"] = stats.admitted
     print("BENCH_RESULT " + json.dumps(result), flush=True)
     return 0
 

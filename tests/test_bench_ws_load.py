@@ -181,3 +181,16 @@ def test_masking_is_what_the_binding_unmasks() -> None:
         payload = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
         frame = ws_load.masked(0x1, payload, b"\x9a\x01\xff\x33")
         assert client_frames(frame) == [(0x1, payload)]
+
+
+def test_refusal_kind() -> None:
+    """--expect-error: the error with that code is right; a Task was admitted; anything else is wrong."""
+    refused = json.dumps({"jsonrpc": "2.0", "id": 7, "error": {
+        "code": -31429, "message": "rate limited", "data": [{"reason": "RATE_LIMITED"}]}}).encode()
+    other = json.dumps({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "invalid"}}).encode()
+    task = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"task": {
+        "id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}}}}).encode()
+    assert ws_load.refusal_kind(refused, -31429) == "refused"
+    assert ws_load.refusal_kind(other, -31429) == "bad"
+    assert ws_load.refusal_kind(task, -31429) == "admitted"
+    assert ws_load.refusal_kind(b'{"id": 7, "result": {}}', -31429) == "bad"

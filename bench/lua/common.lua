@@ -6,7 +6,11 @@
 --
 --   BENCH_RESULT {"requests":..,"duration_us":..,"bad":..,"connect":..,
 --                 "read":..,"write":..,"timeout":..,"status":..,
---                 "p50_us":..,"p99_us":..,"max_us":..,"mean_us":..}
+--                 "p50_us":..,"p99_us":..,"max_us":..,"mean_us":..,
+--                 "admitted":..}
+--
+-- (admitted: the threads' global `admitted`, which only refusal.lua counts:
+-- requests let through where a refusal was expected.)
 
 local bench = {}
 local threads = {}
@@ -46,18 +50,20 @@ end
 
 function bench.done(summary, latency, requests)
    local total_bad = 0
+   local total_admitted = 0
    for _, thread in ipairs(threads) do
       total_bad = total_bad + (thread:get("bad") or 0)
+      total_admitted = total_admitted + (thread:get("admitted") or 0)
    end
    local e = summary.errors
    io.write(string.format(
       'BENCH_RESULT {"requests":%d,"duration_us":%d,"bad":%d,"connect":%d,'
       .. '"read":%d,"write":%d,"timeout":%d,"status":%d,'
-      .. '"p50_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%d}\n',
+      .. '"p50_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%d,"admitted":%d}\n',
       summary.requests, summary.duration, total_bad, e.connect, e.read,
       e.write, e.timeout, e.status,
       latency:percentile(50), latency:percentile(99), latency.max,
-      latency.mean))
+      latency.mean, total_admitted))
 end
 
 -- The JSON-RPC headers every POST carries.
