@@ -1,0 +1,205 @@
+"""
+The benchmark suite (bench/run): its pure parts only. Ratios must compare
+figures of the same round, goals must say met or not met the way the issue
+states them, the refusal rows must count refusals (not what the bucket let
+through), the pair's and the refusals' tables must be written from the cells,
+and the gRPC load client's answer must be read by its contract. No timing is
+asserted and no process is started here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+RUN = Path(__file__).resolve().parent.parent / "bench" / "run"
+
+
+def load_module() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(RUN))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module  # dataclasses look their module up
+    loader.exec_module(module)
+    return module
+
+
+bench = load_module()
+
+
+def result(requests: int, bad: int = 0, admitted: int | None = None, seconds: float = 2.0) -> dict:
+    out = {"requests": requests, "duration_us": int(seconds * 1e6), "bad": bad, "connect": 0, "read": 0,
+           "write": 0, "timeout": 0, "status": 0, "p50_us": 1500, "p99_us": 9000, "max_us": 0, "mean_us": 0}
+    if admitted is not None:
+        out["admitted"] = admitted
+    return out
+
+
+# -- figures --------------------------------------------------------------
+
+
+def test_fill_counts_right_answers_only() -> None:
+    cell = bench.fill(bench.Cell("send", "16", "beacon", 1), result(1000, bad=10))
+    assert cell.rps == pytest.approx(495.0)
+    assert (cell.ok, cell.errors, cell.admitted) == (990, 10, 0)
+    assert (cell.p50_ms, cell.p99_ms) == (1.5, 9.0)
+
+
+def test_fill_leaves_admitted_requests_out_of_the_refusals() -> None:
+    """A refusal row's rate is refusals only: what the bucket let through is apart, and not an error."""
+    cell = bench.fill(bench.Cell("refuse-429", "64", "beacon-limited", 1), result(1000, bad=4, admitted=6))
+    assert cell.rps == pytest.approx(495.0)
+    assert (cell.ok, cell.errors, cell.admitted) == (990, 4, 6)
+
+
+def test_round_ratio_pairs_figures_of_the_same_round() -> None:
+    rps = {("send", "16", "a", 1): 100.0, ("send", "16", "b", 1): 50.0,
+           ("send", "16", "a", 2): 300.0, ("send", "16", "b", 2): 100.0,
+           ("send", "16", "a", 3): 400.0}  # round 3: b missing, so not paired
+    assert bench.round_ratio(rps, 3, ("send", "16", "a"), ("send", "16", "b")) == pytest.approx(2.5)
+    assert bench.round_ratio(rps, 3, ("send", "16", "a"), ("send", "16", "c")) is None
+
+
+def test_goal_row_says_met_not_met_or_na() -> None:
+    assert bench.goal_row("g", 10.0, 10, ">= 10").endswith("| 10.00 | >= 10 | met |")
+    assert bench.goal_row("g", 9.99, 10, ">= 10").endswith("| NOT met |")
+    assert bench.goal_row("g", 0.9, 1.0, "< 1 ms", at_most=True).endswith("| met |")
+    assert bench.goal_row("g", 1.1, 1.0, "< 1 ms", at_most=True).endswith("| NOT met |")
+    assert bench.goal_row("g", None, 10, ">= 10") == "| g | n/a | >= 10 | n/a |"
+
+
+def test_pg_connections() -> None:
+    assert bench.pg_connections([1, 16, 64]) == [16, 64]
+    assert bench.pg_connections([1, 16]) == [16]
+    assert bench.pg_connections([1, 8]) == [8]
+
+
+# -- /proc ----------------------------------------------------------------
+
+
+def test_cpu_ticks_reads_utime_and_stime_past_an_odd_name() -> None:
+    fields = ["S", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "250", "50", "0", "0"]
+    stat = "1234 (postgres: a (b) c) " + " ".join(fields)
+    assert bench.cpu_ticks(stat) == 300
+
+
+def test_cpu_percent() -> None:
+    assert bench.cpu_percent(100, 300, 2.0, 100) == pytest.approx(100.0)
+    assert bench.cpu_percent(None, 300, 2.0, 100) is None
+    assert bench.cpu_percent(100, 300, 0.0, 100) is None
+
+
+# -- the gRPC load client's answer ----------------------------------------
+
+
+def test_grpc_result_reads_the_contract_line() -> None:
+    line = json.dumps({"requests": 3000, "errors": 2, "seconds": 2.0, "rps": 1500.0, "p50_ms": 4.5, "p99_ms": 20.0})
+    parsed = bench.grpc_result("warming up\n" + line + "\n")
+    assert parsed is not None
+    cell = bench.fill(bench.Cell("grpc-send", "16", "beacon", 1), parsed)
+    assert cell.rps == pytest.approx(1499.0)
+    assert (cell.errors, cell.p50_ms, cell.p99_ms) == (2, 4.5, 20.0)
+
+
+@pytest.mark.parametrize("out", ["", "no json here", '{"requests": "x"}', '{"rps": 1}'])
+def test_grpc_result_refuses_what_is_not_the_contract(out: str) -> None:
+    assert bench.grpc_result(out) is None
+
+
+# -- the report -----------------------------------------------------------
+
+
+def make_run(cells: list, servers: list[str], parts: list[str], grpc_why_not: str | None = None):
+    args = bench.parse_args(["--rounds", "2", "--connections", "1,16,64"])
+    args.part_list = parts
+    run = bench.Run(
+        args, [bench.Server(n, [], 0, Path("/nonexistent.log")) for n in servers],
+        bench.Load("wrk", [], None, "t"), [1, 16, 64], 0.0, 60.0, grpc_why_not=grpc_why_not,
+    )
+    run.cells = cells
+    return run
+
+
+def cell(workload: str, conns: str, server: str, rnd: int, rps: float, **kw) -> object:
+    c = bench.Cell(workload, conns, server, rnd, rps=rps, p50_ms=0.5, p99_ms=2.0)
+    for key, value in kw.items():
+        setattr(c, key, value)
+    return c
+
+
+def test_report_postgres_refusals_pair_and_grpc() -> None:
+    cells = []
+    for rnd in (1, 2):
+        cells += [
+            cell("send", "1", "beacon", rnd, 2000.0),
+            cell("send", "16", "beacon-pg", rnd, 3000.0), cell("send", "16", "a2a-sdk-pg", rnd, 200.0),
+            cell("send", "64", "beacon-pg", rnd, 3000.0), cell("send", "64", "a2a-sdk-pg", rnd, 400.0),
+            cell("card", "64", "beacon", rnd, 10000.0),
+            cell("refuse-429", "64", "beacon-limited", rnd, 12000.0, admitted=3),
+            cell("refuse-ws", "ws 1x64", "beacon-limited", rnd, 5000.0),
+            cell("refuse-413", "64", "beacon", rnd, 10000.0),
+            cell("pair", "64", "beacon-pg-a", rnd, 1000.0, cpu={"beacon-pg-a": 90.0, "machine": 150.0}),
+            cell("pair", "2x64", "beacon-pg-a+beacon-pg-b", rnd, 1600.0, split=[800.0, 800.0],
+                 cpu={"beacon-pg-a": 80.0, "beacon-pg-b": 80.0, "machine": 199.0}),
+        ]
+    cells.append(bench.Cell("grpc-send", "16", "beacon", 1, failed="not run: no grpc_load.py"))
+    run = make_run(cells, ["beacon", "beacon-pg", "a2a-sdk-pg"], ["pair", "refusals"], grpc_why_not="no grpc_load.py")
+    text = bench.report(run, {"date": "today"})
+
+    assert "| 16 | 15.00 | 2.00 | 2.00 | n/a |" in text  # Beacon-pg/a2a-sdk-pg, p99s, no SQLite figure
+    assert "| SendMessage at 16 on PostgreSQL: Beacon-pg/a2a-sdk-pg | 15.00 | >= 10 | met |" in text
+    assert "| SendMessage at 64 on PostgreSQL: Beacon-pg/a2a-sdk-pg | 7.50 | >= 10 | NOT met |" in text
+    assert "| SendMessage at 1: Beacon p50 (ms) | 0.50 | < 1 ms | met |" in text
+
+    assert "| 1 | 1000 | 1600 (800 + 800) | 1.60 |" in text
+    assert "Median pair/one: 1.60." in text
+    assert "machine 199 %" in text
+
+    assert "| 429s, one source flooding SendMessage over HTTP | 64 | beacon-limited | 12000 | 0.50 | 2.00 | 6 | 0 | 10000 | 1.20 |" in text
+    assert "refusals/s over card req/s | 0.50 | >= 1 | NOT met |" in text  # the WebSocket's
+    assert "| 413s, declared Content-Length over max_body: refusals/s over card req/s | 1.00 | >= 1 | met |" in text
+
+    assert "SendMessage over gRPC: not run: no grpc_load.py." in text
+    assert "| SendMessage (gRPC) | 16 | beacon | not run: no grpc_load.py |" in text
+    assert "## What each row means" in text
+
+
+def test_report_grpc_ratio_to_jsonrpc() -> None:
+    cells = [cell("send", "16", "beacon", 1, 4000.0), cell("grpc-send", "16", "beacon", 1, 3000.0),
+             cell("send", "16", "beacon", 2, 4000.0), cell("grpc-send", "16", "beacon", 2, 5000.0)]
+    run = make_run(cells, ["beacon"], [])
+    text = bench.report(run, {})
+    assert "| 16 | 1.00 |" in text  # the median of 0.75 and 1.25
+
+
+def test_parse_args_parts() -> None:
+    assert bench.parse_args([]).part_list == ["pair", "refusals"]
+    assert bench.parse_args(["--parts", "none"]).part_list == []
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--parts", "bogus"])
+
+
+def test_make_servers_a2a_sdk_variants(tmp_path: Path) -> None:
+    """At its best: --tuned and the SDK's spans switched off; as installed: neither."""
+    python = Path("/venv/bin/python")
+    tuned, default = bench.make_servers(["a2a-sdk", "a2a-sdk-default"], tmp_path, python, None)
+    assert "--tuned" in tuned.argv and tuned.env["OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"] == "false"
+    assert "--tuned" not in default.argv and "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED" not in default.env
+
+
+def test_beacon_gets_a_grpc_listener_only_when_asked(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    (plain,) = bench.make_servers(["beacon"], tmp_path / "a", None, None)
+    (with_grpc,) = bench.make_servers(["beacon"], tmp_path / "b", None, None, grpc=True)
+    assert "[grpc]" not in Path(plain.argv[plain.argv.index("--config") + 1]).read_text()
+    config = Path(with_grpc.argv[with_grpc.argv.index("--config") + 1]).read_text()
+    assert '[grpc]\nlisten = ["127.0.0.1:' in config
