@@ -71,11 +71,12 @@ chromium:
 proto: $(TEST_STAMP)
 	$(BIN)/python tools/generate-proto
 
-# Beacon against the official A2A servers (bench/run --help; not part of
-# `make test`): about 22 minutes; BENCH_ARGS="--out" also writes
-# bench/results/<date>.md.
+# Beacon against the official A2A servers, on SQLite and on PostgreSQL,
+# with its refusals and two instances on one database (bench/run --help;
+# not part of `make test`): about 23 minutes; BENCH_ARGS="--out" also
+# writes bench/results/<date>.md.
 .PHONY: bench
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(BIN)/python bench/run $(BENCH_ARGS)
 
 # The reader's side (issue 18): `beacon review` list, search, bulk reject,
