@@ -146,6 +146,7 @@ def test_report_postgres_refusals_pair_and_grpc() -> None:
             cell("refuse-429", "64", "beacon-limited", rnd, 12000.0, admitted=3),
             cell("refuse-ws", "ws 1x64", "beacon-limited", rnd, 5000.0),
             cell("refuse-413", "64", "beacon", rnd, 10000.0),
+            cell("card-close", "64", "beacon", rnd, 4000.0),
             cell("pair", "64", "beacon-pg-a", rnd, 1000.0, cpu={"beacon-pg-a": 90.0, "machine": 150.0}),
             cell("pair", "2x64", "beacon-pg-a+beacon-pg-b", rnd, 1600.0, split=[800.0, 800.0],
                  cpu={"beacon-pg-a": 80.0, "beacon-pg-b": 80.0, "machine": 199.0}),
@@ -167,6 +168,8 @@ def test_report_postgres_refusals_pair_and_grpc() -> None:
     assert "refusals/s over card req/s | 0.50 | >= 1 | NOT met |" in text  # the WebSocket's
     assert "| 413s, declared Content-Length over max_body: refusals/s over card req/s | 1.00 | >= 1 | met |" in text
 
+    assert "gave 4000 req/s; 413s over that: 2.50." in text
+    assert "| 413s over the card on a new connection each (shown) | 2.50 | none | shown |" in text
     assert "SendMessage over gRPC: not run: no grpc_load.py." in text
     assert "| SendMessage (gRPC) | 16 | beacon | not run: no grpc_load.py |" in text
     assert "## What each row means" in text
