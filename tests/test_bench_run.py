@@ -206,3 +206,9 @@ def test_beacon_gets_a_grpc_listener_only_when_asked(tmp_path: Path) -> None:
     assert "[grpc]" not in Path(plain.argv[plain.argv.index("--config") + 1]).read_text()
     config = Path(with_grpc.argv[with_grpc.argv.index("--config") + 1]).read_text()
     assert '[grpc]\nlisten = ["127.0.0.1:' in config
+
+
+def test_grpc_row_says_why_it_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "GRPC_LOAD", tmp_path / "grpc_load.py")
+    why = bench.grpc_unavailable()
+    assert why is not None and "bench/grpc_load.py is not here" in why
