@@ -12,7 +12,6 @@ import sys
 from typing import Any, Callable, NoReturn
 
 from twisted.application.service import IService, MultiService
-from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import ILogObserver, Logger
 from twisted.python import usage
 
@@ -321,9 +320,8 @@ def makeService(options: Options) -> IService:
     else:
         # twistd's log, in twistd's format, written faster (beacon.logs);
         # --logger and --syslog still win.
-        threads = IReactorFromThreads(reactor)
         guard = _StartupGuard(
-            _keep_stderr(), lambda: twistd_log_observer(twistd, threads)
+            _keep_stderr(), lambda: twistd_log_observer(twistd, reactor)
         )
     make(options.config, reactor).setServiceParent(guard)
     HeapFreeze(reactor).setServiceParent(guard)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 from typing import Any
 
@@ -737,3 +738,40 @@ def _base32_value(text: str) -> bytes:
     for digit in text:
         bits = bits * 32 + "0123456789abcdefghijklmnopqrstuv".index(digit)
     return bits.to_bytes(23, "big")
+
+
+def test_ids_random_bytes_are_drawn_in_bulk_and_never_shared_with_a_forked_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """
+    One os.urandom call serves many ids (each takes its own 27 bytes), and a
+    child forked with bytes left in the pool draws its own: parent and child
+    then issue different ids.
+    """
+    from beacon.intake._submission import _IDS_PER_DRAW, new_id
+
+    calls: list[int] = []
+    real = os.urandom
+
+    def counting(n: int) -> bytes:
+        calls.append(n)
+        return real(n)
+
+    now = 1_800_000_000.5
+    monkeypatch.setattr(os, "urandom", counting)
+    made = [new_id(now) for _ in range(_IDS_PER_DRAW * 2)]
+    monkeypatch.undo()
+    assert len(set(made)) == len(made)
+    assert 2 <= len(calls) <= 3
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent, then out
+        os.close(read)
+        os.write(write, new_id(now).encode("ascii"))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        childs = pipe.read().decode("ascii")
+    os.waitpid(pid, 0)
+    assert len(childs) == 36
+    assert childs != new_id(now)

@@ -9,6 +9,7 @@ import io
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,10 +23,17 @@ from twisted.logger import (
     LogLevel,
     formatEventAsClassicLogText,
 )
+from twisted.internet.task import Clock
+from twisted.python import threadable
 from twisted.scripts.twistd import ServerOptions
 
 from beacon import tap
-from beacon.logs import format_classic_text, text_file_observer, twistd_log_observer
+from beacon.logs import (
+    TurnFlushedObserver,
+    format_classic_text,
+    text_file_observer,
+    twistd_log_observer,
+)
 
 T0 = 1_764_480_000.0  # 2025-11-30T05:20:00Z
 
@@ -199,10 +207,10 @@ def test_twistd_beacon_logs_through_the_fast_formatter(
     options = twistd_options("-n", "--logfile", str(path), data=str(tmp_path / "data"))
     observer = twistd_application(options, monkeypatch).getComponent(ILogObserver)
     assert options["logger"] is None
-    assert isinstance(observer, FileLogObserver)
-    assert observer.formatEvent is format_classic_text
+    assert isinstance(observer, TurnFlushedObserver)
     (event,) = events_of(lambda log: log.info("hello {who}", who="file"))
     observer(event)
+    observer.flush()  # what the end of the reactor's turn does
     assert path.read_text() == formatEventAsClassicLogText(event)
 
 
@@ -287,7 +295,88 @@ def test_beacon_options_alone_change_nothing() -> None:
 
 
 class _CallNow:
-    """A reactor's callFromThread, called at once."""
+    """A reactor's callFromThread, called at once; not running."""
+
+    running = False
 
     def callFromThread(self, f: Any, *args: Any, **kwargs: Any) -> None:
         f(*args, **kwargs)
+
+
+class _Flushes(io.StringIO):
+    """A text file that counts its flushes and keeps what each one flushed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
+class _TurnReactor(Clock):
+    """A Clock with the running flag and shutdown triggers of a reactor."""
+
+    def __init__(self, running: bool = True) -> None:
+        super().__init__()
+        self.running = running
+        self.triggers: list[tuple[str, str, Any]] = []
+
+    def addSystemEventTrigger(self, phase: str, event: str, f: Any, *args: Any) -> None:
+        self.triggers.append((phase, event, f))
+
+    def callFromThread(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        f(*args, **kwargs)
+
+
+def test_a_turns_lines_are_flushed_together_at_its_end() -> None:
+    """On the running reactor's thread, the lines of one turn go out in one flush, at the turn's end (callLater(0))."""
+    out, reactor = _Flushes(), _TurnReactor()
+    observer = text_file_observer(out, reactor)
+    events = events_of(lambda log: [log.info("line {n}", n=n) for n in range(3)])
+    with _in_io_thread(True):
+        for event in events:
+            observer(event)
+    assert out.flushed == []
+    assert len(reactor.getDelayedCalls()) == 1
+    reactor.advance(0)
+    assert out.flushed == ["".join(format_classic_text(e) or "" for e in events)]
+    assert reactor.getDelayedCalls() == []
+
+
+def test_lines_are_flushed_at_once_off_the_turn() -> None:
+    """Before the reactor runs, or from another thread, every line is flushed as written (as FileLogObserver does)."""
+    for running, io_thread in ((False, True), (True, False)):
+        out, reactor = _Flushes(), _TurnReactor(running)
+        observer = text_file_observer(out, reactor)
+        (event,) = events_of(lambda log: log.info("now"))
+        with _in_io_thread(io_thread):
+            observer(event)
+        assert out.flushed == [format_classic_text(event)]
+        assert reactor.getDelayedCalls() == []
+
+
+def test_what_is_buffered_is_flushed_after_shutdown() -> None:
+    """A line of the turn the reactor stopped in is flushed by the after-shutdown trigger."""
+    out, reactor = _Flushes(), _TurnReactor()
+    observer = text_file_observer(out, reactor)
+    (event,) = events_of(lambda log: log.info("last words"))
+    with _in_io_thread(True):
+        observer(event)
+    ((phase, kind, flush),) = reactor.triggers
+    assert (phase, kind) == ("after", "shutdown")
+    flush()
+    assert out.flushed == [format_classic_text(event)]
+    for call in reactor.getDelayedCalls():  # a stopped reactor's turn never ends
+        call.cancel()
+
+
+@contextmanager
+def _in_io_thread(yes: bool) -> Iterator[None]:
+    """Make twisted.python.threadable see this thread as the reactor's, or not."""
+    saved = threadable.ioThread
+    threadable.ioThread = threadable.getThreadID() if yes else -1
+    try:
+        yield
+    finally:
+        threadable.ioThread = saved
