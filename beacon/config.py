@@ -1031,7 +1031,7 @@ def _grpc_options(values: dict[str, Any]) -> GRPCOptions:
         ):
             raise ConfigError(
                 '[grpc] listen must be a list of gRPC addresses, for example: '
-                'listen = ["127.0.0.1:50051"]'
+                'listen = ["50051"] (127.0.0.1:50051)'
             )
         options = replace(options, listen=tuple(str(v) for v in listen))
     for key in ("private_key", "certificate"):
@@ -1061,7 +1061,7 @@ def grpc_address(address: str) -> str:
     if match is None or int(match.group(2)) > 65535:
         raise ConfigError(
             f"[grpc] listen {address!r} is not a gRPC address: host:port, [v6]:port, "
-            'or a port alone for 127.0.0.1, for example "127.0.0.1:50051"'
+            'or a port alone for 127.0.0.1 (for example 127.0.0.1:50051, or 50051)'
         )
     host = match.group(1) or "127.0.0.1"
     if host.startswith("["):
