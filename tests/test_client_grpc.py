@@ -14,6 +14,7 @@ timeout under test runs on a L{Clock} that the test advances.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -51,6 +52,7 @@ from beacon.client import (
 from beacon.client._grpc import MAX_STREAMS, metadata_of, target_of
 from beacon.client._stream import MAX_QUEUED_EVENTS
 from beacon.proto import a2a_pb2
+from peers.process import START_TIMEOUT, BeaconLauncher
 from peers.sdk_agent import sdk_agent as start_sdk_agent
 
 SERVICE = "lf.a2a.v1.A2AService"
@@ -456,7 +458,49 @@ async def test_stream_timeout_and_stream_limit(serve: Callable[..., Server]) -> 
         await client.close()
 
 
-# 4. Without grpcio.
+# 4. End to end: beacon send --binding grpc against twistd -n beacon.
+
+SERVING = re.compile(r"a2a\.grpc\.serving: the gRPC binding at (\S+)")
+
+
+def beacon_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run C{beacon ARGS} to the end (bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "beacon.cli", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+
+
+def test_beacon_send_over_grpc(tmp_path: Path) -> None:
+    """A Beacon with [grpc] listen lists GRPC on its card (JSON-RPC stays the default); beacon card, send and task with --binding grpc use it and print as over the other bindings, its refusals in the same one line."""
+    config = tmp_path / "beacon.toml"
+    config.write_text('[grpc]\nlisten = ["127.0.0.1:0"]\n')
+    launcher = BeaconLauncher(tmp_path)
+    try:
+        beacon = launcher.start("--config", str(config))
+        target = beacon.process.wait_for(SERVING, START_TIMEOUT).group(1)
+        card = beacon_cli("card", beacon.public_url, "--binding", "grpc")
+        assert card.returncode == 0, card.stderr
+        assert f"GRPC 1.0  {target}" in card.stdout
+        assert card.stdout.splitlines()[-1] == f"selected interface: GRPC 1.0  {target}"
+        default = beacon_cli("card", beacon.public_url)
+        assert default.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {beacon.public_url}/a2a/v1"
+        sent = beacon_cli("send", beacon.public_url, "hello over gRPC", "--binding", "grpc")
+        assert sent.returncode == 0, sent.stderr
+        word, task_id, state = sent.stdout.split()
+        assert (word, state) == ("task", "TASK_STATE_SUBMITTED")
+        got = beacon_cli("task", beacon.public_url, task_id, "--binding", "grpc")
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == beacon_cli("task", beacon.public_url, task_id).stdout
+        assert got.stdout.splitlines()[:2] == [f"task {task_id}", "state TASK_STATE_SUBMITTED"]
+        unknown = beacon_cli("task", beacon.public_url, "no-such-task", "--binding", "grpc")
+        assert unknown.returncode == 1 and "TASK_NOT_FOUND" in unknown.stderr
+        assert unknown.stderr == beacon_cli("task", beacon.public_url, "no-such-task").stderr
+    finally:
+        launcher.close()
+
+
+# 5. Without grpcio.
 
 NO_GRPC = """
 import sys
