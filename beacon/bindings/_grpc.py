@@ -5,14 +5,16 @@ credentials as the public HTTP doors.
 
 Threads. grpcio serves each call on a thread of its own pool. A handler
 there reads the request message into the JSON-RPC params (ProtoJSON:
-camelCase names, enums by name) and crosses into the reactor with
-C{blockingCallFromThread}; everything else runs on the reactor thread
-(L{GRPCCalls.call}: the source, the rate limit, the credentials, the
-dispatcher, the policy, the store). The handler turns what comes back
-into the response message, or into a C{google.rpc.Status}, on its own
-thread again. A call whose peer goes away is answered on the reactor side
-all the same (as an HTTP request whose connection closed) and its answer
-dropped by grpcio; a stream whose peer goes away is cancelled.
+camelCase names, enums by name) and crosses into the reactor (a Deferred
+bridge: C{callFromThread}, the answer handed back through a queue, as
+C{blockingCallFromThread} does, but the wait also ends when the RPC does);
+everything else runs on the reactor thread (L{GRPCCalls.call}: the
+source, the rate limit, the credentials, the dispatcher, the policy, the
+store). The handler turns what comes back into the response message, or
+into a C{google.rpc.Status}, on its own thread again. A call whose peer
+goes away is answered on the reactor side all the same (as an HTTP
+request whose connection closed) and its answer dropped, the gRPC thread
+free at once; a stream whose peer goes away is cancelled.
 
 Wire contract::
 
@@ -56,7 +58,7 @@ import queue
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import grpc
 from google.protobuf import json_format
@@ -66,9 +68,8 @@ from google.protobuf.message_factory import GetMessageClass
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, maybeDeferred
 from twisted.internet.interfaces import IAddress, IReactorFromThreads
-from twisted.internet.threads import blockingCallFromThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -103,6 +104,8 @@ METHODS: dict[str, tuple[type[ProtoMessage], type[ProtoMessage], bool]] = {
     )
     for method in _SERVICE.methods
 }
+#: Put in a call's answer queue when its RPC ends before the answer.
+_GONE = object()
 #: How many events a stream holds for a gRPC thread that has not sent them.
 MAX_QUEUED_EVENTS = 1000
 
@@ -233,6 +236,16 @@ def _values(metadata: Metadata, key: str) -> list[str]:
     return [value for name, value in metadata if name == key and isinstance(value, str)]
 
 
+def _joined(metadata: Metadata, key: str) -> str | None:
+    """
+    C{key}'s values joined with C{", "}, as an HTTP header sent on several
+    lines is read (so a version or a credential sent twice is read alike on
+    every binding); None without one.
+    """
+    values = _values(metadata, key)
+    return ", ".join(values) if values else None
+
+
 class GRPCCalls:
     """
     The reactor side of the gRPC binding: one call, from its method, params,
@@ -289,12 +302,11 @@ class GRPCCalls:
 
     def context_of(self, source: str, metadata: Metadata) -> CallContext:
         """The call's context: its version and activated extensions from metadata."""
-        versions = _values(metadata, "a2a-version")
         requested = parse_extensions(_values(metadata, "a2a-extensions"))
         return CallContext(
             binding=self._binding,
             source=source,
-            version=versions[0] if versions else None,
+            version=_joined(metadata, "a2a-version"),
             extensions=requested & self._extensions,
         )
 
@@ -332,11 +344,7 @@ class GRPCCalls:
             )
         auth = limits.auth
         if auth.enabled:
-            authorization = _values(metadata, "authorization")
-            api_key = _values(metadata, "x-api-key")
-            if not auth.admits(
-                authorization[0] if authorization else None, api_key[0] if api_key else None
-            ):
+            if not auth.admits(_joined(metadata, "authorization"), _joined(metadata, "x-api-key")):
                 log.info(
                     "a2a.grpc.unauthenticated: refused a call from {source}", source=source
                 )
@@ -412,25 +420,39 @@ class _Handlers:
         self, method: str, request: ProtoMessage, context: grpc.ServicerContext
     ) -> tuple[CallContext, Any]:
         """
-        Run the call on the reactor; abort the RPC with its status when it
-        is refused or fails.
+        Run the call on the reactor and wait for its answer (a Deferred
+        bridge: the wait ends too when the RPC ends first, its peer gone or
+        the server stopped past its grace, so no gRPC thread is held by a
+        call nobody waits for). Abort the RPC with its status when it is
+        refused or fails.
         """
+        answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
         try:
             params = params_of(request)
-            return blockingCallFromThread(
-                self._reactor,
-                self._calls.call,
-                method,
-                params,
-                tuple(context.invocation_metadata() or ()),
-                context.peer(),
-            )
-        except A2AError as error:
-            status = status_of(error)
-        except Refused as refused:
-            status = refusal_status(refused)
         except Exception:
-            log.failure("a2a.grpc.internal_error: {method} failed", method=method)
+            log.failure("a2a.grpc.internal_error: {method}'s request is unreadable", method=method)
+            context.abort_with_status(rpc_status.to_status(internal_status()))
+        metadata = tuple(context.invocation_metadata() or ())
+        peer = context.peer()
+
+        def run() -> None:
+            maybeDeferred(self._calls.call, method, params, metadata, peer).addBoth(answers.put)
+
+        if not context.add_callback(lambda: answers.put(_GONE)):
+            answers.put(_GONE)
+        self._reactor.callFromThread(run)
+        answer = answers.get()
+        if answer is _GONE:
+            context.abort(grpc.StatusCode.CANCELLED, "the call ended before its answer")
+        if not isinstance(answer, Failure):
+            return cast(tuple[CallContext, Any], answer)
+        error = answer.value
+        if isinstance(error, A2AError):
+            status = status_of(error)
+        elif isinstance(error, Refused):
+            status = refusal_status(error)
+        else:
+            log.failure("a2a.grpc.internal_error: {method} failed", answer, method=method)
             status = internal_status()
         context.abort_with_status(rpc_status.to_status(status))
         raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
@@ -562,6 +584,7 @@ class GRPCServer:
         self._key = key_pem
         self._certificate = certificate_pem
         self._server: grpc.Server | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self.urls: list[str] = []
 
     @property
@@ -575,8 +598,9 @@ class GRPCServer:
 
         @raise StartupError: A listener cannot bind.
         """
+        executor = ThreadPoolExecutor(self._workers, thread_name_prefix="beacon-grpc")
         server = grpc.server(
-            ThreadPoolExecutor(self._workers, thread_name_prefix="beacon-grpc"),
+            executor,
             handlers=[_Handlers(self._calls, self._reactor).generic(self._max_receive)],
             options=[
                 ("grpc.max_receive_message_length", self._max_receive),
@@ -598,6 +622,7 @@ class GRPCServer:
                 port = 0
             if not port:
                 server.stop(None)
+                executor.shutdown(wait=False)
                 raise StartupError(
                     f"[grpc] listen {address}: cannot listen there (the address is in use,"
                     " or not this host's)"
@@ -605,6 +630,7 @@ class GRPCServer:
             urls.append(_bound_url(address, port))
         server.start()
         self._server = server
+        self._executor = executor
         self.urls = urls
         for url in urls:
             log.info(
@@ -622,14 +648,17 @@ class GRPCServer:
         @return: A Deferred that fires once the server has stopped.
         """
         server, self._server = self._server, None
+        executor, self._executor = self._executor, None
         done: Deferred[None] = Deferred()
-        if server is None:
+        if server is None or executor is None:
             done.callback(None)
             return done
         stopped = server.stop(self._grace)
 
         def wait() -> None:
             stopped.wait()
+            # Every RPC has ended, so every handler's wait has (see _cross).
+            executor.shutdown(wait=True)
             self._reactor.callFromThread(done.callback, None)
 
         threading.Thread(target=wait, name="beacon-grpc-stop", daemon=True).start()
