@@ -37,7 +37,7 @@ from beacon.bindings.limits import RateLimiter, SourceResolver
 from beacon.config import ConfigError, build_config
 from beacon.errors import StartupError
 from beacon.proto import a2a_pb2, a2a_pb2_grpc
-from beacon.protocol import Dispatcher, InternalError, TaskNotFoundError
+from beacon.protocol import Dispatcher, EventStream, InternalError, TaskNotFoundError
 from beacon.service import GRPCService, makeService
 
 V1 = (("a2a-version", "1.0"),)
@@ -474,3 +474,105 @@ async def test_a_cancelled_call_frees_its_thread() -> None:
     stopping = server.stop()
     await stopping
     policy.answer.callback({"id": "t"})
+
+
+class StreamingPolicy:
+    """Streams what the test says: SendStreamingMessage's stream is kept here."""
+
+    def __init__(self) -> None:
+        self.streams: list[EventStream] = []
+        self.opened: Deferred[EventStream] = Deferred()
+
+    def send_streaming_message(self, context: Any, request: Any) -> EventStream:
+        stream = EventStream()
+        stream.send({"task": {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_SUBMITTED"}}})
+        self.streams.append(stream)
+        self.opened.callback(stream)
+        return stream
+
+    def subscribe_to_task(self, context: Any, request: Any) -> EventStream:
+        stream = EventStream()
+        stream.send({"statusUpdate": {"taskId": request.id, "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}})
+        stream.fail(TaskNotFoundError("gone while streaming"))
+        return stream
+
+
+def _read_stream(target: str, method: str, request: Any, take: int | None = None) -> Deferred[Any]:
+    """Read a stream's events on a thread (C{take}: that many, then cancel)."""
+
+    def read() -> Any:
+        with grpc.insecure_channel(target) as channel:
+            call = getattr(a2a_pb2_grpc.A2AServiceStub(channel), method)(request, metadata=V1, timeout=30)
+            events: list[Any] = []
+            try:
+                for event in call:
+                    events.append(event)
+                    if take is not None and len(events) == take:
+                        call.cancel()
+                        break
+            except grpc.RpcError as error:
+                return events, refusal(error)
+            return events, None
+
+    return deferToThread(read)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stream_sends_each_event_then_ends() -> None:
+    policy = StreamingPolicy()
+    server = _server(policy)
+    try:
+        reading = _read_stream(server.urls[0], "SendStreamingMessage", text_request())
+        stream = await policy.opened
+        stream.send({"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}}})
+        stream.close()
+        events, failed = await reading
+    finally:
+        await server.stop()
+    assert failed is None
+    assert [e.WhichOneof("payload") for e in events] == ["task", "status_update"]
+    assert events[1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_stream_ends_with_its_status() -> None:
+    server = _server(StreamingPolicy())
+    try:
+        events, failed = await _read_stream(server.urls[0], "SubscribeToTask", a2a_pb2.SubscribeToTaskRequest(id="t-9"))
+    finally:
+        await server.stop()
+    assert [e.status_update.task_id for e in events] == ["t-9"]
+    assert failed["code"] == grpc.StatusCode.NOT_FOUND
+    assert failed["info"].reason == "TASK_NOT_FOUND" and failed["message"] == "gone while streaming"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stream_its_peer_cancels_is_cancelled() -> None:
+    policy = StreamingPolicy()
+    server = _server(policy)
+    try:
+        events, failed = await _read_stream(server.urls[0], "SendStreamingMessage", text_request(), take=1)
+        assert len(events) == 1 and failed is None
+        (stream,) = policy.streams
+        for _ in range(200):  # a bounded wait for grpcio's callback to reach the reactor
+            if stream.finished:
+                break
+            await deferLater(reactor, 0.05, lambda: None)
+        assert stream.finished
+    finally:
+        await server.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_refusals_are_counted_under_the_door_grpc(beacon_factory: Any) -> None:
+    import treq
+
+    running = beacon_factory({"limits": {"rate": 0.01, "burst": 1}, "metrics": {"listen": "tcp:0:interface=127.0.0.1"}})
+    for _ in range(3):
+        await rpc(running.target, "GetTask", a2a_pb2.GetTaskRequest(id="x"))
+    metrics = [s for s in running.service if type(s).__name__ == "Listeners"][-1]
+    port = metrics.ports[0].getHost().port
+    response = await treq.get(f"http://127.0.0.1:{port}/metrics")
+    text = (await response.content()).decode()
+    assert 'beacon_refusals_total{door="grpc",reason="rate_limited"} 2.0' in text
+    assert 'beacon_open_connections{door="grpc"} 0.0' in text
