@@ -14,6 +14,8 @@ timeout under test runs on a L{Clock} that the test advances.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import re
 import subprocess
 import sys
@@ -178,7 +180,10 @@ class Server:
     recording the metadata of each call.
     """
 
-    def __init__(self, unary: dict[str, Callable[..., Any]], streams: dict[str, Callable[..., Any]] | None = None, **options: Any) -> None:
+    def __init__(
+        self, unary: dict[str, Callable[..., Any]], streams: dict[str, Callable[..., Any]] | None = None,
+        tls: tuple[bytes, bytes] | None = None, **options: Any,
+    ) -> None:
         self.metadata: list[dict[str, str]] = []
         self.started = threading.Event()
         self.ended = threading.Event()
@@ -196,7 +201,10 @@ class Server:
             )
         self.server = grpc.server(ThreadPoolExecutor(max_workers=MAX_STREAMS + 4), options=list(options.items()))
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            self.port = self.server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([tls]))
         self.target = f"127.0.0.1:{self.port}"
         self.server.start()
 
@@ -218,8 +226,11 @@ class Server:
 def serve() -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
-    def start(unary: dict[str, Callable[..., Any]], streams: dict[str, Callable[..., Any]] | None = None, **options: Any) -> Server:
-        servers.append(Server(unary, streams, **options))
+    def start(
+        unary: dict[str, Callable[..., Any]], streams: dict[str, Callable[..., Any]] | None = None,
+        tls: tuple[bytes, bytes] | None = None, **options: Any,
+    ) -> Server:
+        servers.append(Server(unary, streams, tls, **options))
         return servers[-1]
 
     yield start
@@ -329,6 +340,48 @@ async def test_limits(serve: Callable[..., Server]) -> None:
         await client.close()
 
 
+def loopback_certificate() -> tuple[bytes, bytes]:
+    """A fresh self-signed key and certificate (PEM) for the IP address 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "grpc test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return pem_key, certificate.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest_twisted.ensureDeferred
+async def test_tls(serve: Callable[..., Server]) -> None:
+    """TLS with the credentials the client is given (whatever the url says); an https:// url is TLS with the default roots, which do not trust a self-signed certificate; plaintext to a TLS server is a TransportError."""
+    key, certificate = loopback_certificate()
+    server = serve({"SendMessage": submitted}, tls=(key, certificate))
+    trusted = grpc_client(server.target, grpc_credentials=grpc.ssl_channel_credentials(root_certificates=certificate))
+    untrusted = grpc_client(f"https://{server.target}")
+    plaintext = grpc_client(server.target)
+    try:
+        assert (await trusted.send_message(text_message("hi")))["task"]["id"] == "t-1"
+        with pytest.raises(TransportError) as refused:
+            await untrusted.send_message(text_message("hi"))
+        assert refused.value.reason.startswith("the TLS handshake failed"), refused.value.reason
+        with pytest.raises(TransportError):
+            await plaintext.send_message(text_message("hi"))
+    finally:
+        for client in (trusted, untrusted, plaintext):
+            await client.close()
+    assert len(server.metadata) == 1
+
+
 @pytest_twisted.ensureDeferred
 async def test_unreachable() -> None:
     """Nothing listening: a TransportError (UNAVAILABLE), saying connection refused."""
@@ -359,6 +412,15 @@ async def test_silent_peer_times_out_on_the_clock() -> None:
         with pytest.raises(Timeout) as caught:
             await call
         assert (caught.value.seconds, caught.value.phase) == (5, "answer")
+        # Each connection attempt is bounded by the connect timeout (grpcio's
+        # own clock: the response timeout on the Clock never passes here).
+        connecting = grpc_client(f"127.0.0.1:{port.getHost().port}", clock=Clock(), timeouts=Timeouts(connect=0.5, response=60))
+        try:
+            with pytest.raises(Timeout) as attempt:
+                await connecting.get_task("t")
+            assert (attempt.value.seconds, attempt.value.phase) == (0.5, "connect")
+        finally:
+            await connecting.close()
     finally:
         await client.close()
         await port.stopListening()

@@ -20,8 +20,9 @@ Wire contract (what this client sends and accepts)::
     errors    a status whose grpc-status-details-bin (a google.rpc.Status)
               packs an ErrorInfo with an A2A reason (domain
               a2a-protocol.org) is the RPCError that error is on JSON-RPC
-              (TASK_NOT_FOUND: -32001 ...); UNAVAILABLE is a TransportError,
-              DEADLINE_EXCEEDED a Timeout; an answer over the client's
+              (TASK_NOT_FOUND: -32001 ...); UNAVAILABLE is a TransportError
+              (a Timeout, phase connect, when a connection attempt outlived
+              the connect timeout), DEADLINE_EXCEEDED a Timeout; an answer over the client's
               limit is an InvalidResponse, a request over the server's a
               GRPCStatusError with reason TOO_LARGE; any other status a
               GRPCStatusError.
@@ -211,8 +212,6 @@ def _unavailable(message: str) -> str:
         return "no such address"
     if "handshake" in lowered or "ssl" in lowered or "tls" in lowered:
         return f"the TLS handshake failed ({message[:160]})"
-    if "timeout" in lowered or "timed out" in lowered:
-        return "the connection timed out"
     if "socket closed" in lowered or "reset" in lowered or "goaway" in lowered:
         return "the connection broke before an answer"
     return f"unavailable ({message[:160]})"
@@ -352,6 +351,10 @@ class GRPCTransport:
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return self._timeout()
             if code == grpc.StatusCode.UNAVAILABLE:
+                lowered = message.lower()
+                if "timeout" in lowered or "timed out" in lowered:
+                    # A connection attempt outlived the connect timeout.
+                    return Timeout(self.address, self._connect_timeout, "connect", self._peer)
                 return TransportError(self.address, _unavailable(message), self._peer)
             if code == grpc.StatusCode.CANCELLED:
                 return TransportError(self.address, "the call was cancelled (the channel closed)", self._peer)
@@ -432,7 +435,17 @@ class GRPCTransport:
             events.end(e)
             return events
 
+        counted = [True]
+
+        def uncount() -> None:
+            # Once per stream, when it ends or is cancelled (its thread then
+            # ends as soon as grpcio ends the call).
+            if counted[0]:
+                counted[0] = False
+                self._streams -= 1
+
         def cancel() -> None:
+            uncount()
             call.cancel()
             flowing.set()
             window.release()
@@ -442,7 +455,7 @@ class GRPCTransport:
 
         def finished(problem: Any) -> None:
             # In the reactor thread.
-            self._streams -= 1
+            uncount()
             if problem is None:
                 events.end()
             elif isinstance(problem, ClientError):
