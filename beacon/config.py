@@ -633,6 +633,7 @@ def build_config(
     operator_socket: str | None = None,
     ws: tuple[str, ...] | list[str] | None = None,
     store_url: str | None = None,
+    grpc: tuple[str, ...] | list[str] | None = None,
 ) -> Config:
     """
     Make the one validated L{Config} from a parsed file and command-line
@@ -713,6 +714,8 @@ def build_config(
     )
     config = _metrics(config, values.get("metrics", {}))
     config = replace(config, grpc=_grpc_options(values.get("grpc", {})))
+    if grpc:
+        config = replace(config, grpc=replace(config.grpc, listen=tuple(grpc)))
     if "listen" in websocket_values:
         config = replace(
             config, ws=_strings("websocket", "listen", websocket_values["listen"])

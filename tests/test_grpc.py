@@ -576,3 +576,17 @@ async def test_refusals_are_counted_under_the_door_grpc(beacon_factory: Any) -> 
     text = (await response.content()).decode()
     assert 'beacon_refusals_total{door="grpc",reason="rate_limited"} 2.0' in text
     assert 'beacon_open_connections{door="grpc"} 0.0' in text
+
+
+def test_twistd_option_grpc_replaces_the_files_listen(tmp_path: Any) -> None:
+    from beacon.tap import Options
+
+    config_file = tmp_path / "beacon.toml"
+    config_file.write_text('[grpc]\nlisten = ["50051"]\nworkers = 4\n')
+    options = Options()
+    options.parseOptions(["--config", str(config_file), "--grpc", "50151", "--grpc", "[::1]:50152"])
+    assert options.config is not None
+    assert options.config.grpc.listen == ("127.0.0.1:50151", "[::1]:50152")
+    assert options.config.grpc.workers == 4
+    with pytest.raises(Exception, match="is not a gRPC address"):
+        Options().parseOptions(["--grpc", "somewhere"])

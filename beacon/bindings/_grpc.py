@@ -131,7 +131,8 @@ def params_of(request: ProtoMessage) -> dict[str, Any]:
     A request message as the JSON-RPC params it stands for (ProtoJSON:
     camelCase names, enums by name, unset fields left out).
     """
-    return json_format.MessageToDict(request)
+    params: dict[str, Any] = json_format.MessageToDict(request)
+    return params
 
 
 def message_of(method: str, result: Any) -> ProtoMessage:
