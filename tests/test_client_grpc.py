@@ -520,6 +520,28 @@ async def test_stream_timeout_and_stream_limit(serve: Callable[..., Server]) -> 
         await client.close()
 
 
+@pytest_twisted.ensureDeferred
+async def test_close_ends_every_call(serve: Callable[..., Server]) -> None:
+    """Closing the client ends a unary call in flight and its streams (a lagging consumer's too) with TransportError, and every stream's thread ends."""
+    holder: list[Server] = []
+    server = serve({"GetTask": blocked(lambda: holder[0])}, {"SendStreamingMessage": events_of(3 * MAX_QUEUED_EVENTS)})
+    holder.append(server)
+    client = grpc_client(server.target)
+    call = client.get_task("t")
+    assert await deferToThread(server.started.wait, WAIT)
+    lagging = client.send_streaming_message(text_message("s"))
+    await lagging.__anext__()
+    await client.close()
+    with pytest.raises(TransportError, match="closed"):
+        await call
+    with pytest.raises(TransportError, match="closed"):
+        await lagging.collect()
+    threads = [t for t in threading.enumerate() if t.name.startswith("beacon-grpc-stream-")]
+    for thread in threads:
+        await deferToThread(thread.join, WAIT)
+        assert not thread.is_alive()
+
+
 # 4. End to end: beacon send --binding grpc against twistd -n beacon.
 
 SERVING = re.compile(r"a2a\.grpc\.serving: the gRPC binding at (\S+)")

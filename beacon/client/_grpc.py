@@ -279,7 +279,8 @@ class GRPCTransport:
             self._channel = grpc.insecure_channel(target.target, options=options)
         self._closed = False
         self._callables: dict[str, tuple[Any, Any, bool]] = {}
-        self._streams = 0
+        #: The open streams, each with what cancels its call and wakes its thread.
+        self._streams: dict[ResponseStream, Any] = {}
 
     # The plumbing.
 
@@ -392,7 +393,11 @@ class GRPCTransport:
 
         def deliver(done: Any) -> None:
             # In the reactor thread.
-            if d.called or done.cancelled():
+            if d.called:
+                return
+            if done.cancelled():
+                # Not by this Deferred (it would be called): the channel closed.
+                d.errback(TransportError(self.address, "the client was closed before the answer", self._peer))
                 return
             problem = done.exception()
             if problem is not None:
@@ -427,7 +432,7 @@ class GRPCTransport:
             multi, kind, streaming = self._method(method)
             if not streaming:
                 raise ClientError(f"{method} does not stream: call it as a unary call")
-            if self._streams >= MAX_STREAMS:
+            if len(self._streams) >= MAX_STREAMS:
                 raise ClientError(f"this client reads at most {MAX_STREAMS} gRPC streams at once")
             request = self._request(method, kind, params)
             call = multi(request, metadata=self._metadata(extensions), wait_for_ready=False)
@@ -435,27 +440,20 @@ class GRPCTransport:
             events.end(e)
             return events
 
-        counted = [True]
-
-        def uncount() -> None:
-            # Once per stream, when it ends or is cancelled (its thread then
-            # ends as soon as grpcio ends the call).
-            if counted[0]:
-                counted[0] = False
-                self._streams -= 1
-
         def cancel() -> None:
-            uncount()
+            # The stream no longer counts once it is cancelled: its thread
+            # ends as soon as grpcio ends the call.
+            self._streams.pop(events, None)
             call.cancel()
             flowing.set()
             window.release()
 
         events.on_cancel = cancel
-        self._streams += 1
+        self._streams[events] = cancel
 
         def finished(problem: Any) -> None:
             # In the reactor thread.
-            uncount()
+            self._streams.pop(events, None)
             if problem is None:
                 events.end()
             elif isinstance(problem, ClientError):
@@ -501,8 +499,15 @@ class GRPCTransport:
         self._reactor.callFromThread(finished, problem)
 
     def close(self) -> Deferred[None]:
-        """Close the channel (ending any call still open on it)."""
+        """
+        Close the channel, ending any call still open on it: a unary call
+        fails with L{TransportError}, and so does a stream (its thread woken
+        to end, should it wait for its consumer).
+        """
         if not self._closed:
             self._closed = True
+            for events, cancel in list(self._streams.items()):
+                events.end(TransportError(self.address, "the client was closed", self._peer))
+                cancel()
             self._channel.close()
         return succeed(None)
