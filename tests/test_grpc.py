@@ -405,11 +405,12 @@ class SlowPolicy:
         return {"id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}, "notAField": 1}
 
 
-def _server(policy: Any, grace: float = 5.0) -> GRPCServer:
+def _server(policy: Any, grace: float = 5.0, **options: Any) -> GRPCServer:
     limits = TransportLimits(
         max_body=65536, rate=RateLimiter(0, 1, reactor), sources=SourceResolver(), auth=SubmitterAuth()
     )
-    server = GRPCServer(GRPCCalls(Dispatcher(policy), limits), reactor, ["127.0.0.1:0"], max_receive=66560, workers=4, grace=grace)
+    options.setdefault("workers", 4)
+    server = GRPCServer(GRPCCalls(Dispatcher(policy), limits), reactor, ["127.0.0.1:0"], max_receive=66560, grace=grace, **options)
     server.start()
     return server
 
@@ -590,3 +591,18 @@ def test_twistd_option_grpc_replaces_the_files_listen(tmp_path: Any) -> None:
     assert options.config.grpc.workers == 4
     with pytest.raises(Exception, match="is not a gRPC address"):
         Options().parseOptions(["--grpc", "somewhere"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_calls_beyond_the_cap_are_resource_exhausted() -> None:
+    policy = SlowPolicy()
+    server = _server(policy, workers=1, max_calls=1)
+    try:
+        first = rpc(server.urls[0], "GetTask", a2a_pb2.GetTaskRequest(id="t"))
+        await policy.asked
+        over = await rpc(server.urls[0], "GetTask", a2a_pb2.GetTaskRequest(id="t"))
+        assert over["code"] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        policy.answer.callback({"id": "t"})
+        assert (await first).id == "t"
+    finally:
+        await server.stop()

@@ -45,7 +45,8 @@ Wire contract::
        RESOURCE_EXHAUSTED RATE_LIMITED (+ RetryInfo) for a source over
        [limits] rate; UNAUTHENTICATED UNAUTHENTICATED without a good
        credential; a request message over [limits] max_body plus 1 KiB of
-       framing is RESOURCE_EXHAUSTED from grpcio itself, unread
+       framing, and a call beyond 8 per worker thread in progress, are
+       RESOURCE_EXHAUSTED from grpcio itself, unread
     -> anything unexpected: INTERNAL "Internal error", logged, nothing
        more to the peer
 """
@@ -106,6 +107,10 @@ METHODS: dict[str, tuple[type[ProtoMessage], type[ProtoMessage], bool]] = {
 }
 #: Put in a call's answer queue when its RPC ends before the answer.
 _GONE = object()
+#: Calls a listener holds in progress per worker thread, those waiting
+#: for a worker included: a bound on what waits, beyond which grpcio
+#: refuses a call RESOURCE_EXHAUSTED.
+CALLS_PER_WORKER = 8
 #: How many events a stream holds for a gRPC thread that has not sent them.
 MAX_QUEUED_EVENTS = 1000
 
@@ -389,18 +394,12 @@ class _ThreadSink:
     def __init__(self, stream: EventStream) -> None:
         self.queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._stream = stream
-        self._queued = 0
-
-    def taken(self) -> None:
-        """The gRPC thread took one event (called on that thread)."""
-        self._queued -= 1  # an int's update is atomic under the GIL
 
     def event(self, result: Any) -> None:
-        if self._queued >= MAX_QUEUED_EVENTS:
+        if self.queue.qsize() >= MAX_QUEUED_EVENTS:
             self.fail(InternalError("the stream's consumer fell too far behind"))
             self._stream.cancel()
             return
-        self._queued += 1
         self.queue.put(("event", result))
 
     def end(self) -> None:
@@ -499,7 +498,6 @@ class _Handlers:
             while True:
                 kind, value = sink.queue.get()
                 if kind == "event":
-                    sink.taken()
                     try:
                         yield event_of(value)
                     except Exception:
@@ -565,6 +563,7 @@ class GRPCServer:
         *,
         max_receive: int,
         workers: int = 16,
+        max_calls: int | None = None,
         grace: float = 5.0,
         key_pem: bytes = b"",
         certificate_pem: bytes = b"",
@@ -573,6 +572,9 @@ class GRPCServer:
         @param listen: gRPC addresses, C{host:port} (port 0: any free one).
         @param max_receive: The largest request message, in bytes.
         @param workers: grpcio's thread pool size.
+        @param max_calls: Calls in progress at once, those waiting for a
+            worker included (grpcio refuses more, RESOURCE_EXHAUSTED);
+            by default L{CALLS_PER_WORKER} per worker.
         @param grace: Seconds in-flight calls get at L{stop}.
         @param key_pem: With C{certificate_pem}: every listener speaks TLS.
         """
@@ -581,6 +583,7 @@ class GRPCServer:
         self._listen = tuple(listen)
         self._max_receive = max_receive
         self._workers = workers
+        self._max_calls = max_calls if max_calls is not None else workers * CALLS_PER_WORKER
         self._grace = grace
         self._key = key_pem
         self._certificate = certificate_pem
@@ -602,6 +605,7 @@ class GRPCServer:
         executor = ThreadPoolExecutor(self._workers, thread_name_prefix="beacon-grpc")
         server = grpc.server(
             executor,
+            maximum_concurrent_rpcs=self._max_calls,
             handlers=[_Handlers(self._calls, self._reactor).generic(self._max_receive)],
             options=[
                 ("grpc.max_receive_message_length", self._max_receive),
@@ -667,6 +671,7 @@ class GRPCServer:
 
 
 __all__ = [
+    "CALLS_PER_WORKER",
     "GRPCCalls",
     "GRPCServer",
     "METHODS",

@@ -7,6 +7,7 @@ modules: import it only where gRPC is configured (C{pip install
 """
 
 from beacon.bindings._grpc import (
+    CALLS_PER_WORKER,
     METHODS,
     SERVICE_NAME,
     GRPCCalls,
@@ -22,6 +23,7 @@ from beacon.bindings._grpc import (
 )
 
 __all__ = [
+    "CALLS_PER_WORKER",
     "GRPCCalls",
     "GRPCServer",
     "METHODS",
