@@ -580,6 +580,10 @@ def test_beacon_send_over_grpc(tmp_path: Path) -> None:
         unknown = beacon_cli("task", beacon.public_url, "no-such-task", "--binding", "grpc")
         assert unknown.returncode == 1 and "TASK_NOT_FOUND" in unknown.stderr
         assert unknown.stderr == beacon_cli("task", beacon.public_url, "no-such-task").stderr
+        # Over its message limit ([limits] max_body and gRPC's framing): refused unread, said as on the other bindings.
+        too_large = beacon_cli("send", beacon.public_url, "x" * 70000, "--binding", "grpc")
+        assert too_large.returncode == 1
+        assert too_large.stderr.startswith("beacon: the agent refused the message: too large: the limit is ")
     finally:
         launcher.close()
 
