@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import sys
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc

@@ -491,15 +491,17 @@ class _Handlers:
                     yield event_of(result)
                 return
             sink = _ThreadSink(result)
-            context.add_callback(
-                lambda: self._reactor.callFromThread(_cancel, result, sink)
-            )
             self._reactor.callFromThread(result.attach, sink)
+            if not context.add_callback(
+                lambda: self._reactor.callFromThread(_cancel, result, sink)
+            ):
+                # The RPC ended already: its peer is gone.
+                self._reactor.callFromThread(_cancel, result, sink)
             while True:
                 kind, value = sink.queue.get()
                 if kind == "event":
                     try:
-                        yield event_of(value)
+                        event = event_of(value)
                     except Exception:
                         log.failure(
                             "a2a.grpc.internal_error: {method}'s event is not a"
@@ -508,6 +510,7 @@ class _Handlers:
                         )
                         self._reactor.callFromThread(result.cancel)
                         context.abort_with_status(rpc_status.to_status(internal_status()))
+                    yield event
                 elif kind == "fail":
                     context.abort_with_status(rpc_status.to_status(status_of(value)))
                 else:
@@ -515,7 +518,7 @@ class _Handlers:
 
         return handle
 
-    def generic(self, max_receive: int) -> grpc.GenericRpcHandler:
+    def generic(self) -> grpc.GenericRpcHandler:
         """The service's handlers, for C{grpc.Server.add_generic_rpc_handlers}."""
         handlers: dict[str, grpc.RpcMethodHandler] = {}
         for name, (request_class, response_class, streaming) in METHODS.items():
@@ -606,7 +609,7 @@ class GRPCServer:
         server = grpc.server(
             executor,
             maximum_concurrent_rpcs=self._max_calls,
-            handlers=[_Handlers(self._calls, self._reactor).generic(self._max_receive)],
+            handlers=[_Handlers(self._calls, self._reactor).generic()],
             options=[
                 ("grpc.max_receive_message_length", self._max_receive),
                 # One Beacon per port: a second bind fails, as a TCP listen does.
