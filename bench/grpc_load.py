@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import sys
 import time
 import uuid
@@ -201,7 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"grpc_load: grpcio and protobuf are needed (pip install 'beacon[grpc]'): {e}", file=sys.stderr)
         return 2
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     try:
         result = asyncio.run(drive(args, grpc, a2a_pb2))
     except SystemExit as e:
