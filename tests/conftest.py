@@ -31,13 +31,6 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import Clock
 from twisted.logger import globalLogPublisher
 
-# grpcio, which the gRPC tests use in this process, restarts its poller in a
-# child forked while one of its channels or servers lives (a subprocess with
-# a preexec_fn forks), and that poller then logs "epoll_wait error: Bad file
-# descriptor" to the child's stderr once the child closes its descriptors:
-# into the output a test reads. Set before anything imports grpc.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
 # grpcio's fork handlers (on by default) run in every child this process
 # forks once a gRPC channel or server has been used here (tests/test_grpc.py,
 # the client's gRPC tests): a child of subprocess.Popen(preexec_fn=...) then
