@@ -166,6 +166,53 @@ class Limits:
 
 
 
+#: Defaults of C{[grpc]}: grpcio's worker threads, the seconds in-flight
+#: calls have to finish when Beacon stops, and the bytes a request message
+#: may hold beyond C{[limits] max_body} (its protobuf framing: a message
+#: that fits in a JSON body of max_body bytes fits in its protobuf form).
+DEFAULT_GRPC_WORKERS = 16
+DEFAULT_GRPC_GRACE = 5.0
+GRPC_ENVELOPE = 1024
+
+
+@dataclass(frozen=True)
+class GRPCOptions:
+    """
+    C{[grpc]}: the A2A gRPC binding's listeners (off when C{listen} is
+    empty).
+
+    @ivar listen: gRPC addresses, C{host:port} (C{[v6]:port} for IPv6);
+        a bare C{port} or C{:port} is read as C{127.0.0.1:port}.
+    @ivar private_key: A PEM private key file: with C{certificate}, every
+        listener speaks TLS.
+    @ivar certificate: The PEM certificate (chain) file for C{private_key}.
+    @ivar workers: The size of grpcio's thread pool (calls served at once;
+        each waits for the reactor, which runs the policy).
+    @ivar grace: Seconds in-flight calls have to finish when Beacon stops,
+        before they are cancelled.
+    @ivar key_pem: The key read from C{private_key} (never shown by
+        C{repr}).
+    @ivar certificate_pem: The certificate read from C{certificate}.
+    """
+
+    listen: tuple[str, ...] = ()
+    private_key: str = ""
+    certificate: str = ""
+    workers: int = DEFAULT_GRPC_WORKERS
+    grace: float = DEFAULT_GRPC_GRACE
+    key_pem: bytes = field(default=b"", repr=False)
+    certificate_pem: bytes = field(default=b"", repr=False)
+
+    @property
+    def tls(self) -> bool:
+        """Whether the listeners speak TLS."""
+        return bool(self.private_key)
+
+    def max_receive_message_length(self, max_body: int) -> int:
+        """The largest request message a listener accepts: C{max_body} plus framing."""
+        return max_body + GRPC_ENVELOPE
+
+
 #: Defaults of C{[notify]} (L{beacon.notify}'s): at most one
 #: notification per C{interval} seconds, a delivery abandoned after
 #: C{timeout}.
@@ -273,6 +320,8 @@ class Config:
     @ivar metrics_listen: An endpoint serving C{/metrics} (and the health
         checks) on a site of its own (C{[metrics] listen}); empty: none
         (the operator doors serve C{/metrics} regardless).
+    @ivar grpc: The A2A gRPC binding's listeners and options (C{[grpc]});
+        off by default.
     """
 
     data_dir: str = DEFAULT_DATA_DIR
@@ -291,6 +340,7 @@ class Config:
     auth: Auth = field(default_factory=lambda: Auth())
     notify: Notify = field(default_factory=Notify)
     metrics_listen: str = ""
+    grpc: GRPCOptions = field(default_factory=GRPCOptions)
 
     @property
     def socket_path(self) -> str | None:
@@ -356,6 +406,7 @@ _SECTIONS: dict[str, set[str]] = {
         "smtp_ca_file",
     },
     "metrics": {"listen"},
+    "grpc": {"listen", "private_key", "certificate", "workers", "grace"},
 }
 
 
@@ -448,6 +499,7 @@ def _default(section: str, key: str) -> Any:
         "limits": Limits(),
         "websocket": WebSocketOptions(),
         "notify": Notify(),
+        "grpc": GRPCOptions(),
     }
     return getattr(holders.get(section), {"data": "data_dir"}.get(key, key), None)
 
@@ -581,6 +633,7 @@ def build_config(
     operator_socket: str | None = None,
     ws: tuple[str, ...] | list[str] | None = None,
     store_url: str | None = None,
+    grpc: tuple[str, ...] | list[str] | None = None,
 ) -> Config:
     """
     Make the one validated L{Config} from a parsed file and command-line
@@ -660,6 +713,9 @@ def build_config(
         notify=_notify(values.get("notify", {})),
     )
     config = _metrics(config, values.get("metrics", {}))
+    config = replace(config, grpc=_grpc_options(values.get("grpc", {})))
+    if grpc:
+        config = replace(config, grpc=replace(config.grpc, listen=tuple(grpc)))
     if "listen" in websocket_values:
         config = replace(
             config, ws=_strings("websocket", "listen", websocket_values["listen"])
@@ -918,6 +974,7 @@ def validate(config: Config) -> Config:
         _check_loopback_tcp(config.operator_http)
     if config.metrics_listen:
         _check_metrics_listen(config.metrics_listen)
+    config = replace(config, grpc=_check_grpc(config.grpc))
     card = config.card
     if not card.name.strip():
         raise ConfigError("[card] name must not be empty")
@@ -963,3 +1020,104 @@ def _check_metrics_listen(description: str) -> None:
             f"[metrics] listen {description!r} is not an endpoint, for example: "
             'listen = "tcp:9464:interface=127.0.0.1"'
         ) from None
+
+
+def _grpc_options(values: dict[str, Any]) -> GRPCOptions:
+    """C{[grpc]} read from C{values} (checked by L{validate})."""
+    options = GRPCOptions()
+    if "listen" in values:
+        listen = values["listen"]
+        if isinstance(listen, (str, int)) and not isinstance(listen, bool):
+            listen = [listen]
+        if not isinstance(listen, list) or not all(
+            isinstance(v, (str, int)) and not isinstance(v, bool) for v in listen
+        ):
+            raise ConfigError(
+                '[grpc] listen must be a list of gRPC addresses, for example: '
+                'listen = ["50051"] (127.0.0.1:50051)'
+            )
+        options = replace(options, listen=tuple(str(v) for v in listen))
+    for key in ("private_key", "certificate"):
+        if key in values:
+            options = replace(options, **{key: _typed("grpc", key, values[key], str)})  # type: ignore[arg-type]
+    if "workers" in values:
+        options = replace(options, workers=_typed("grpc", "workers", values["workers"], int))
+    if "grace" in values:
+        options = replace(
+            options, grace=float(_typed("grpc", "grace", values["grace"], (int, float)))
+        )
+    return options
+
+
+_GRPC_ADDRESS = re.compile(r"\A(?:(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):)?([0-9]{1,5})\Z")
+
+
+def grpc_address(address: str) -> str:
+    """
+    A C{[grpc] listen} address in full: C{host:port}, with C{127.0.0.1}
+    for a bare C{port} or C{:port}.
+
+    @raise ConfigError: It is not C{[host]:port} with a port from 0 to
+        65535 (0: any free port).
+    """
+    match = _GRPC_ADDRESS.match(address.strip())
+    if match is None or int(match.group(2)) > 65535:
+        raise ConfigError(
+            f"[grpc] listen {address!r} is not a gRPC address: host:port, [v6]:port, "
+            'or a port alone for 127.0.0.1 (for example 127.0.0.1:50051, or 50051)'
+        )
+    host = match.group(1) or "127.0.0.1"
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ConfigError(f"[grpc] listen {address!r}: {host} is not an IPv6 address") from None
+    return f"{host}:{int(match.group(2))}"
+
+
+def _read_pem(key: str, path: str, marker: bytes) -> bytes:
+    """
+    The PEM file C{path} of C{[grpc] key}, which must hold C{marker}.
+
+    @raise ConfigError: It cannot be read, or does not hold one.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1024 * 1024 + 1)
+    except OSError as e:
+        raise ConfigError(f"[grpc] {key}: cannot read {path}: {e.strerror or e}") from None
+    if marker not in data or len(data) > 1024 * 1024:
+        raise ConfigError(
+            f"[grpc] {key}: {path} must be a PEM file (-----BEGIN ...-----) of at most 1 MiB"
+        )
+    return data
+
+
+def _check_grpc(options: GRPCOptions) -> GRPCOptions:
+    """
+    Check C{[grpc]}; read its key and certificate.
+
+    @raise ConfigError: For the first invalid value.
+    """
+    listen = tuple(grpc_address(address) for address in options.listen)
+    if len(set(listen)) != len(listen):
+        raise ConfigError("[grpc] listen names one address twice")
+    if not (1 <= options.workers <= 1000):
+        raise ConfigError("[grpc] workers must be between 1 and 1000")
+    if not (0 <= options.grace <= 3600):
+        raise ConfigError("[grpc] grace must be between 0 and 3600 s")
+    if bool(options.private_key) != bool(options.certificate):
+        raise ConfigError(
+            "[grpc] private_key and certificate go together (both for TLS, neither for"
+            " plaintext)"
+        )
+    options = replace(options, listen=listen)
+    if options.private_key and not options.key_pem:
+        options = replace(
+            options,
+            key_pem=_read_pem("private_key", options.private_key, b"PRIVATE KEY-----"),
+            certificate_pem=_read_pem(
+                "certificate", options.certificate, b"-----BEGIN CERTIFICATE-----"
+            ),
+        )
+    return options

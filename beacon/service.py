@@ -12,7 +12,7 @@ their own L{Site}.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
 from twisted.application.service import MultiService, Service
@@ -108,6 +108,8 @@ class BeaconResources:
     @ivar websocket: The WebSocket binding's factory, mounted at
         C{/a2a/ws} and used by C{--ws} listeners; start and stop it with a
         L{WebSocketService} (a L{Site} does not).
+    @ivar grpc: The gRPC listeners the card lists; publish again after
+        changing them.
     """
 
     a2a: PublicResources
@@ -115,6 +117,10 @@ class BeaconResources:
     config: Config
     clock: IReactorTime
     websocket: WebSocketFactory
+    #: The gRPC binding's bound listeners (C{host:port}), listed on the card.
+    grpc: list[str] = field(default_factory=list)
+    #: The public URL the card was last published for.
+    published: str | None = None
 
     def mount(self, root: Resource) -> Resource:
         """
@@ -129,6 +135,7 @@ class BeaconResources:
         """
         Publish the agent card and the discovery document for C{public_url}.
         """
+        self.published = public_url
         now = self.clock.seconds()
         limits = self.config.limits
         auth = self.config.auth
@@ -138,6 +145,7 @@ class BeaconResources:
             websocket=True,
             api_keys=bool(auth.api_keys),
             bearer=bool(auth.bearer_tokens),
+            grpc=tuple(self.grpc),
         )
         self.a2a.card.publish(card, now)
         self.native.discovery.publish(
@@ -254,6 +262,76 @@ def operator_door(
     if name_card is not None:
         card.publish(name_card(), reactor.seconds())
     return OperatorDoor(root, card)
+
+
+#: The start-up error of a gRPC listener without grpcio.
+GRPC_EXTRA_MISSING = "[grpc] listen needs the grpc extra: pip install 'beacon[grpc]'"
+
+
+class GRPCService(Service):
+    """
+    The gRPC binding's server as a service: bound and started in
+    L{startService} (a listener that cannot bind fails the start), stopped
+    gracefully in L{stopService} (in-flight calls answered within
+    C{[grpc] grace}), before the store closes.
+    """
+
+    def __init__(self, server: Any, on_bound: Callable[[list[str]], None]) -> None:
+        """
+        @param server: A L{beacon.bindings.grpc.GRPCServer}.
+        @param on_bound: Called with its listeners' C{host:port} once bound.
+        """
+        self.server = server
+        self._on_bound = on_bound
+
+    def startService(self) -> None:
+        """
+        @raise StartupError: A listener cannot bind.
+        """
+        self.server.start()
+        super().startService()
+        self._on_bound(list(self.server.urls))
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+        stopped: Deferred[None] = self.server.stop()
+        return stopped
+
+
+def grpc_service(
+    config: Config, beacon: BeaconResources, reactor: IBeaconReactor
+) -> tuple[GRPCService, Any]:
+    """
+    The gRPC binding over C{beacon}'s dispatcher and public limits, for
+    C{[grpc] listen}; its listeners join the card once bound.
+
+    @return: The service and its L{beacon.bindings.grpc.GRPCCalls} (for
+        the metrics).
+    @raise StartupError: grpcio (the C{grpc} extra) is not installed.
+    """
+    try:
+        from beacon.bindings.grpc import GRPCCalls, GRPCServer
+    except ImportError as e:
+        raise StartupError(f"{GRPC_EXTRA_MISSING} ({e})") from None
+    options = config.grpc
+    calls = GRPCCalls(beacon.websocket.dispatcher, beacon.websocket.limits)
+    server = GRPCServer(
+        calls,
+        reactor,
+        options.listen,
+        max_receive=options.max_receive_message_length(config.limits.max_body),
+        workers=options.workers,
+        grace=options.grace,
+        key_pem=options.key_pem,
+        certificate_pem=options.certificate_pem,
+    )
+
+    def bound(urls: list[str]) -> None:
+        beacon.grpc[:] = urls
+        if beacon.published is not None:
+            beacon.publish(beacon.published)
+
+    return GRPCService(server, bound), calls
 
 
 class _StreamEnder(Service):
@@ -540,7 +618,8 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     Wire Beacon's service tree: the store, then the notifiers
     (C{[notify]}), then the public HTTP listeners,
     the WebSocket binding's factory (served at C{/a2a/ws} on them) and its
-    own C{--ws} listeners, then the operator's doors, then a start-up
+    own C{--ws} listeners, then the gRPC binding (C{[grpc] listen}), then
+    the operator's doors, then a start-up
     announcement. Its start is all or nothing (L{AllOrNothing}).
 
     @param config: The configuration (validated again here).
@@ -589,6 +668,12 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
                 log.info("ws.serving: the WebSocket binding at {url}", url=url)
 
         Listeners(reactor, config.ws, beacon.websocket, "ws", ws_bound).setServiceParent(root)
+    if config.grpc.listen:
+        # After the HTTP listeners (the card is published once they are
+        # bound), stopped before the store closes.
+        service, calls = grpc_service(config, beacon, reactor)
+        monitoring.grpc(calls)
+        service.setServiceParent(root)
     _add_operator_doors(root, config, store, reactor, monitoring)
     # After every listener: ready means bound too.
     monitoring.attach(root)
@@ -600,6 +685,8 @@ __all__ = [
     "AllOrNothing",
     "BeaconResources",
     "DATABASE_NAME",
+    "GRPC_EXTRA_MISSING",
+    "GRPCService",
     "HeapFreeze",
     "Listeners",
     "OPERATOR_TASK_VERBS",
@@ -607,6 +694,7 @@ __all__ = [
     "StartupError",
     "beacon_resources",
     "derive_public_url",
+    "grpc_service",
     "makeService",
     "notifiers",
     "operator_door",

@@ -68,6 +68,7 @@ class Options(usage.Options):
         super().__init__()
         self["http"] = []
         self["ws"] = []
+        self["grpc"] = []
         self.config: Config | None = None
 
     def opt_http(self, description: str) -> None:
@@ -84,6 +85,14 @@ class Options(usage.Options):
         every --http listener [default: none].
         """
         self["ws"].append(description)
+
+    def opt_grpc(self, address: str) -> None:
+        """
+        A listener of the A2A gRPC binding, host:port (a port alone:
+        127.0.0.1); repeatable, replacing [grpc] listen; needs the grpc
+        extra [default: none].
+        """
+        self["grpc"].append(address)
 
     def opt_version(self) -> NoReturn:
         """
@@ -127,6 +136,7 @@ class Options(usage.Options):
                 data_dir=self["data"],
                 http=self["http"],
                 ws=self["ws"],
+                grpc=self["grpc"],
                 public_url=self["public-url"],
                 operator_socket=self["operator"],
                 store_url=self["store"],

@@ -31,6 +31,15 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import Clock
 from twisted.logger import globalLogPublisher
 
+# grpcio's fork handlers (on by default) run in every child this process
+# forks once a gRPC channel or server has been used here (tests/test_grpc.py,
+# the client's gRPC tests): a child of subprocess.Popen(preexec_fn=...) then
+# restarts grpcio's poller, closes its descriptors before exec, and now and
+# then aborts (SIGABRT, "epoll_wait error: Bad file descriptor"): a twistd
+# that never starts. No child of the test process uses gRPC before exec.
+# Read when grpc is first imported, which is after this.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 # Hypothesis: in CI (CI=true) every run draws the same examples (derandomized,
 # no example database), so that a run passes or fails by the code alone, and
 # no health check times the machine. Local runs keep searching with random

@@ -8,11 +8,13 @@ aside) and what was echoed.
 
   - public policy: JSON-RPC over HTTP (C{POST /a2a/v1}), the HTTP+JSON
     binding (C{/a2a/rest}), the WebSocket binding at C{/a2a/ws} and on a
-    listener of its own;
+    listener of its own, the gRPC binding (its calls on the clock; what
+    gRPC cannot say, such as JSON-RPC envelopes and raw bodies, is
+    skipped there, as on HTTP+JSON);
   - operator policy: JSON-RPC on the operator socket and the bearer-token
     door, and the HTTP+JSON binding on each;
   - what the dispatcher answers before any policy (JSON, version, unknown
-    methods, params): all eight; what only JSON-RPC envelopes have (ids,
+    methods, params): all nine; what only JSON-RPC envelopes have (ids,
     notifications, batches): the six bindings that carry them
     (L{ENVELOPE_BINDINGS}).
 
@@ -1268,6 +1270,7 @@ def test_send_message_answers_and_stores_alike(world: World) -> None:
     assert answers == [answers[0]] * len(PUBLIC_BINDINGS)
     assert records == [records[0]] * len(PUBLIC_BINDINGS)
     assert sorted(s.door for s in world.store.submissions.values()) == [
+        "grpc",
         "http+json",
         "jsonrpc",
         "websocket",

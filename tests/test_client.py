@@ -159,7 +159,7 @@ def test_selection_prefers_jsonrpc_then_http_json_then_websocket() -> None:
             ]
         )
     )
-    assert DEFAULT_PREFERENCE == ("jsonrpc", "http+json", "websocket", "unix")
+    assert DEFAULT_PREFERENCE == ("jsonrpc", "http+json", "websocket", "unix", "grpc")
     assert select_interface(card).interface.url == "https://a.example/rpc"
     chosen = select_interface(card, ["http+json", "jsonrpc"])
     assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
@@ -169,8 +169,9 @@ def test_selection_prefers_jsonrpc_then_http_json_then_websocket() -> None:
     assert select_interface(card, ["WEBSOCKET"]).kind == "websocket"
     without_jsonrpc = parse_card(a_card([dict(i) for i in card.raw["supportedInterfaces"][:4]]))
     assert select_interface(without_jsonrpc).kind == "http+json"
-    with pytest.raises(ValueError, match="unknown binding 'grpc'"):
-        select_interface(card, ["grpc"])
+    assert select_interface(card, ["grpc"]).kind == "grpc"
+    with pytest.raises(ValueError, match="unknown binding 'pigeon'"):
+        select_interface(card, ["pigeon"])
 
 
 def test_only_unknown_bindings_is_no_compatible_interface() -> None:
@@ -178,7 +179,7 @@ def test_only_unknown_bindings_is_no_compatible_interface() -> None:
     card = parse_card(
         a_card(
             [
-                {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "ws://x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
                 {"url": "https://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
                 {"url": "https://a/", "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"},
                 {"url": "ws://a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
@@ -188,7 +189,8 @@ def test_only_unknown_bindings_is_no_compatible_interface() -> None:
     with pytest.raises(NoCompatibleInterface) as caught:
         select_interface(card)
     assert len(caught.value.skipped) == 4
-    assert "GRPC 1.0: binding not implemented" in str(caught.value)
+    assert "GRPC 1.0: not a host:port or http(s) URL" in str(caught.value)
+    assert "https://example.com/b/v9 1.0: binding not implemented" in str(caught.value)
     assert "HTTP+JSON 0.3: protocolVersion is not 1.x" in str(caught.value)
     assert "HTTP+JSON 1.0: not an http(s) URL" in str(caught.value)
 
@@ -693,7 +695,7 @@ async def test_card_errors(serve: Any) -> None:
     root.putChild(b"bad.json", Static(b"{not json"))
     with pytest.raises(InvalidCard, match="not valid JSON"):
         await fetch_card(reactor, url + "bad.json")
-    unknown = a_card([{"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}])
+    unknown = a_card([{"url": url, "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"}])
     root.putChild(b"unknown.json", Static(json.dumps(unknown).encode()))
     with pytest.raises(NoCompatibleInterface):
         await A2AClient.discover(reactor, url + "unknown.json")

@@ -109,7 +109,9 @@ def test_errors_and_exit_codes(beacon: Beacon, tmp_path: Path) -> None:
     assert len(refused.stderr.splitlines()) == 1
     assert beacon_cli("send", beacon.public_url).returncode == 2
     grpc = beacon_cli("send", beacon.public_url, "x", "--binding", "grpc")
-    assert grpc.returncode == 2 and "unknown binding 'grpc'" in grpc.stderr
+    assert grpc.returncode == 1 and "GRPC" not in grpc.stderr and "no interface of the card can be used" in grpc.stderr
+    pigeon = beacon_cli("send", beacon.public_url, "x", "--binding", "pigeon")
+    assert pigeon.returncode == 2 and "unknown binding 'pigeon'" in pigeon.stderr
     no_socket = beacon_cli("send", beacon.public_url, "x", "--binding", "unix")
     assert no_socket.returncode == 2 and "--socket" in no_socket.stderr
     none_fit = beacon_cli("send", beacon.public_url, "x", "--binding", "unix", "--socket", str(tmp_path / "s"))

@@ -7,6 +7,7 @@ user starts it.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -31,10 +32,12 @@ LOG_TIMEOUT = 60.0
 
 @pytest.fixture
 def beacon(tmp_path: Path) -> Iterator[Beacon]:
-    """A Beacon on a free loopback port; stopped afterwards."""
+    """A Beacon on a free loopback port, with a gRPC listener on another; stopped afterwards."""
+    config = tmp_path / "grpc.toml"
+    config.write_text('[grpc]\nlisten = ["127.0.0.1:0"]\n')
     launcher = BeaconLauncher(tmp_path)
     try:
-        yield launcher.start()
+        yield launcher.start("--config", str(config))
     finally:
         launcher.close()
 
@@ -63,13 +66,15 @@ def run_sdk_client(base_url: str, text: str, binding: str) -> dict[str, dict[str
 
 
 @pytest.mark.parametrize(
-    "binding, path", [("JSONRPC", "/a2a/v1"), ("HTTP+JSON", "/a2a/rest")], ids=["jsonrpc", "http+json"]
+    "binding, path",
+    [("JSONRPC", "/a2a/v1"), ("HTTP+JSON", "/a2a/rest"), ("GRPC", "")],
+    ids=["jsonrpc", "http+json", "grpc"],
 )
 def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon, binding: str, path: str) -> None:
     """
     The official a2a-sdk client resolves Beacon's card, selects the
-    interface of its binding (JSONRPC, or HTTP+JSON with the SDK's REST
-    transport), gets a TASK_STATE_SUBMITTED Task from SendMessage, the same
+    interface of its binding (JSONRPC, HTTP+JSON with the SDK's REST
+    transport, or GRPC with its gRPC transport at the card's host:port), gets a TASK_STATE_SUBMITTED Task from SendMessage, the same
     Task again from GetTask, and its own TaskNotFoundError for a task that
     does not exist.
     """
@@ -78,12 +83,15 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon, binding: str, path
 
     card = steps["card"]
     base = f"http://127.0.0.1:{beacon.port}"
-    url = base + path
+    grpc_url = card["interfaces"][2]["url"]
+    assert re.fullmatch(r"127\.0\.0\.1:[0-9]+", grpc_url), grpc_url
+    url = base + path if binding != "GRPC" else grpc_url + "/lf.a2a.v1.A2AService/"
     assert card["name"] == "Beacon"
     assert card["streaming"] is False
     assert card["interfaces"] == [
         {"url": base + "/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
         {"url": base + "/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {
             "url": f"ws://127.0.0.1:{beacon.port}/a2a/ws",
             "protocolBinding": "https://a2a-rust.com/bindings/websocket/v1",
@@ -93,7 +101,11 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon, binding: str, path
 
     sent = steps["send"]
     # The interface of the binding was the one used.
-    assert sent["url"] == (url if binding == "JSONRPC" else url + "/message:send")
+    assert sent["url"] == {
+        "JSONRPC": url,
+        "HTTP+JSON": url + "/message:send",
+        "GRPC": url + "SendMessage",
+    }[binding]
     assert sent["a2aVersion"] == "1.0"
     assert sent["state"] == "TASK_STATE_SUBMITTED"
     assert sent["id"]
@@ -114,5 +126,5 @@ def test_a2a_sdk_client_submits_and_gets_task(beacon: Beacon, binding: str, path
 
     stored = beacon.process.wait_for(r"intake\.stored: receipt (\S+) .* via (\S+)", LOG_TIMEOUT)
     assert stored.group(1) == sent["id"]
-    assert stored.group(2) == ("jsonrpc" if binding == "JSONRPC" else "http+json")
+    assert stored.group(2) == {"JSONRPC": "jsonrpc", "HTTP+JSON": "http+json", "GRPC": "grpc"}[binding]
     assert text not in beacon.log

@@ -23,6 +23,8 @@ from beacon.client import (
     A2AClient,
     ClientError,
     Deadline,
+    GRPC_EXTRA,
+    GRPCStatusError,
     HTTPStatusError,
     AgentCard,
     InvalidResponse,
@@ -34,6 +36,7 @@ from beacon.client import (
     TransportError,
     card_url,
     fetch_card,
+    grpc_installed,
     outcome_of,
     select_interface,
     text_message,
@@ -61,6 +64,12 @@ def describe_peer(error: ClientError) -> str:
         if details:
             message += f": {details}"
         return f"the agent refused the request: {message} (error {error.code}{reason})"
+    if isinstance(error, GRPCStatusError):
+        reason = f", {inert(error.reason)}" if error.reason else ""
+        return (
+            f"the agent refused the request: {inert(error.message or '')} "
+            f"(gRPC {inert(error.status_name)}{reason})"
+        )
     if isinstance(error, HTTPStatusError) and error.status_name is not None:
         reason = f", {inert(error.reason)}" if error.reason else ""
         return (
@@ -93,10 +102,14 @@ def binding_list(value: str) -> list[str]:
 
 
 def _too_large(error: ClientError) -> str | None:
-    """For a request refused as too large (HTTP 413, or the WebSocket binding's TOO_LARGE), what to say."""
+    """
+    For a request refused as too large (HTTP 413, the WebSocket binding's
+    TOO_LARGE, or gRPC's RESOURCE_EXHAUSTED for a message over the
+    server's limit), what to say.
+    """
     if isinstance(error, RequestTooLarge):
         limit: Any = error.limit
-    elif isinstance(error, RPCError) and error.reason == "TOO_LARGE":
+    elif isinstance(error, (RPCError, GRPCStatusError)) and error.reason == "TOO_LARGE":
         limit = error.metadata.get("limit")
     else:
         return None
@@ -337,6 +350,10 @@ async def run_peer(reactor: IBeaconReactor, args: argparse.Namespace, out: IO[st
     @return: The exit code.
     """
     io = Output(out, err)
+    if args.binding == ["grpc"] and not grpc_installed():
+        # Said before anything is fetched: nothing could use the answer.
+        err.write(f"beacon: --binding grpc needs grpcio: {GRPC_EXTRA}\n")
+        return 1
     seconds = args.timeout
     command = Deferred.fromCoroutine(COMMANDS[args.area](reactor, args, io))
     bounded = Deadline(

@@ -4,8 +4,9 @@ Beacon's outbound clients.
   - L{A2AClient} talks to any A2A 1.0 agent: L{fetch_card} reads its card
     (typed: L{AgentCard}), L{select_interface} chooses an interface it
     implements (JSON-RPC over HTTP(S), HTTP+JSON over HTTP(S), the
-    WebSocket binding, JSON-RPC on a unix socket the caller configured; by
-    default in that order of preference, see L{DEFAULT_PREFERENCE}), and
+    WebSocket binding, JSON-RPC on a unix socket the caller configured,
+    gRPC with grpcio installed; by default in that order of preference,
+    see L{DEFAULT_PREFERENCE}), and
     the client calls the eleven methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
     fails.
   - L{OperatorClient} reads and decides on submissions through Beacon's
@@ -42,6 +43,7 @@ from beacon.client._card import (
 )
 from beacon.client._errors import (
     ClientError,
+    GRPCStatusError,
     HTTPStatusError,
     InvalidCard,
     InvalidResponse,
@@ -51,6 +53,7 @@ from beacon.client._errors import (
     Timeout,
     TransportError,
 )
+from beacon.client._grpc import GRPC_EXTRA, GRPCMissing
 from beacon.client._jsonrpc import A2A_VERSION
 from beacon.client._operator import (
     DEFAULT_MAX_RESPONSE,
@@ -66,10 +69,12 @@ from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
 from beacon.client._select import (
     BINDINGS,
     DEFAULT_PREFERENCE,
+    GRPC,
     HTTP_JSON,
     JSONRPC,
     LEGACY_WEBSOCKET,
     Selected,
+    grpc_installed,
     select_interface,
 )
 from beacon.client._sse import DEFAULT_MAX_EVENT, EventTooLarge, SSEReader
@@ -87,6 +92,8 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE",
     "DEFAULT_PREFERENCE",
     "DEFAULT_TIMEOUT",
+    "GRPC",
+    "GRPC_EXTRA",
     "HTTP_JSON",
     "IDEMPOTENT",
     "INBOX_EVENTS_EXTENSION",
@@ -109,6 +116,8 @@ __all__ = [
     "ResponseStream",
     "EventTooLarge",
     "Feed",
+    "GRPCMissing",
+    "GRPCStatusError",
     "HTTPStatusError",
     "InvalidCard",
     "InvalidResponse",
@@ -126,6 +135,7 @@ __all__ = [
     "TransportError",
     "card_url",
     "fetch_card",
+    "grpc_installed",
     "outcome_of",
     "parse_card",
     "read_discovery_file",

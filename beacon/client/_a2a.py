@@ -1,7 +1,8 @@
 """
 The outbound A2A 1.0 client: discover an agent's card, choose an
 interface, and call the eleven methods over JSON-RPC (HTTP or HTTPS),
-HTTP+JSON (HTTP or HTTPS), the WebSocket binding or a unix socket.
+HTTP+JSON (HTTP or HTTPS), the WebSocket binding, a unix socket or gRPC
+(with grpcio installed: the C{grpc} extra).
 
     card = await fetch_card(reactor, "https://agent.example")
     client = A2AClient.for_card(reactor, card)
@@ -50,6 +51,7 @@ from beacon.client._errors import (
     Timeout,
     TransportError,
 )
+from beacon.client._grpc import GRPCTransport
 from beacon.client._jsonrpc import (
     HTTPTransport,
     headers_for,
@@ -72,7 +74,6 @@ from beacon.client._transport import (
     unix_endpoint,
 )
 from beacon.client._websocket import DEFAULT_MAX_MESSAGE, WebSocketTransport
-
 T = TypeVar("T")
 
 #: The largest agent card read: 1 MiB.
@@ -317,6 +318,7 @@ class A2AClient:
         retries: int = 0,
         tls_policy: IPolicyForHTTPS | None = None,
         agent: IAgent | None = None,
+        grpc_credentials: Any = None,
     ) -> None:
         """
         @param reactor: Connects (and, unless C{clock} is given, times).
@@ -331,6 +333,12 @@ class A2AClient:
             L{BrowserLikePolicyForHTTPS}, as treq's own agent).
         @param agent: An L{IAgent} for the HTTP bindings (tests, embedders);
             default: one that dials the interface (or the configured socket).
+        @param grpc_credentials: For the gRPC binding, the
+            C{grpc.ChannelCredentials} to dial with (TLS whatever the url
+            says); default: TLS with the platform's trust roots for an
+            C{https://} url, plaintext for C{host:port} or C{http://}.
+        @raise ClientError: The gRPC binding without grpcio installed (the
+            error names the extra to install).
         """
         if retries < 0:
             raise ValueError("retries must not be negative")
@@ -343,8 +351,23 @@ class A2AClient:
         self._retries = retries
         self._ids = itertools.count(1)
         extra = dict(headers or {})
-        self._transport: HTTPTransport | RESTTransport | WebSocketTransport
-        if selected.kind == "http+json":
+        self._transport: HTTPTransport | RESTTransport | WebSocketTransport | GRPCTransport
+        if selected.kind == "grpc":
+            # grpcio is imported now (it is optional: GRPCTransport says
+            # which extra to install when it is missing).
+            self._transport = GRPCTransport(
+                reactor,
+                selected.interface.url,
+                clock=self._clock,
+                address=self.address,
+                connect_timeout=timeouts.connect,
+                response_timeout=timeouts.response,
+                idle_timeout=timeouts.idle,
+                max_response=limits.body,
+                headers=extra,
+                credentials=grpc_credentials,
+            )
+        elif selected.kind == "http+json":
             self._transport = RESTTransport(
                 _http_client(reactor, self._clock, timeouts, None, tls_policy, agent),
                 selected.interface.url,
@@ -495,7 +518,7 @@ class A2AClient:
         )
 
     def close(self) -> Deferred[None]:
-        """Close what stays open (a WebSocket connection)."""
+        """Close what stays open (a WebSocket connection, a gRPC channel)."""
         return self._transport.close()
 
     # The eleven methods.

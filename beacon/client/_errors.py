@@ -151,6 +151,42 @@ class RPCError(ClientError):
             super().__init__(f"{message} (A2A error {code}, HTTP {http_status})")
 
 
+class GRPCStatusError(ClientError):
+    """
+    On the gRPC binding, the server answered a call with a status that
+    names no A2A error (no C{google.rpc.ErrorInfo} with an A2A reason in
+    C{grpc-status-details-bin}): C{UNAUTHENTICATED}, C{RESOURCE_EXHAUSTED},
+    C{UNIMPLEMENTED} ... (C{UNAVAILABLE} and C{DEADLINE_EXCEEDED} are a
+    L{TransportError} and a L{Timeout}).
+
+    @ivar status_name: The gRPC status code's name (C{"UNAUTHENTICATED"} ...).
+    @ivar message: The status's message (server text: sanitise before
+        printing).
+    @ivar reason: Its C{google.rpc.ErrorInfo} reason, if it has one
+        (Beacon's C{RATE_LIMITED} ..., or C{TOO_LARGE} for a request over
+        the server's message limit).
+    @ivar metadata: The ErrorInfo's metadata (C{limit} for C{TOO_LARGE}).
+    @ivar details: The status's details as ProtoJSON (C{@type} ...).
+    """
+
+    def __init__(
+        self,
+        status_name: str,
+        message: str,
+        *,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+        details: Any = None,
+    ) -> None:
+        self.status_name = status_name
+        self.message = message
+        self.reason = reason
+        self.metadata = dict(metadata or {})
+        self.details = details
+        said = f" ({reason})" if reason else ""
+        super().__init__(f"the server answered gRPC {status_name}: {message or '(no message)'}{said}")
+
+
 class InvalidResponse(ClientError):
     """
     The server answered something that is not a valid answer to the call:

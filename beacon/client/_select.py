@@ -10,28 +10,40 @@ The bindings implemented here, by their short names:
     also under its legacy token C{WEBSOCKET};
   - C{unix}: C{https://agentd.dev/a2a/binding/jsonrpc-unix} (agentd's),
     usable only when the caller configured a socket path: it is dialled
-    there, never at the path or URL the card names.
+    there, never at the path or URL the card names;
+  - C{grpc}: C{GRPC}, the gRPC binding (its url C{host:port}, or an
+    http(s) URL), usable only when grpcio is installed (the C{grpc}
+    extra).
 
 An interface is usable when its binding is one of those and its
-protocolVersion is 1.x. Any other binding (C{GRPC}, an unknown URI) is
-skipped, never guessed at.
+protocolVersion is 1.x. Any other binding (an unknown URI) is skipped,
+never guessed at.
 
 Which usable interface is chosen: the first binding of the preference
 order that the card offers, and within a binding the card's first entry
 (§8.3: the card lists them in the agent's order). The order is
-L{DEFAULT_PREFERENCE} (C{jsonrpc}, C{http+json}, C{websocket}, then
-C{unix}) unless the caller gives its own; a caller's order also restricts
+L{DEFAULT_PREFERENCE} (C{jsonrpc}, C{http+json}, C{websocket}, C{unix},
+then C{grpc}: gRPC is chosen when asked for, or when no other binding of
+the card can be used) unless the caller gives its own; a caller's order also restricts
 the choice to the bindings it names.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from beacon.client._card import AgentCard, AgentInterface
 from beacon.client._errors import NoCompatibleInterface
-from beacon.protocol import HTTP_JSON_BINDING, JSONRPC_BINDING, UNIX_BINDING, WEBSOCKET_BINDING
+from beacon.client._grpc import GRPC_EXTRA, target_of
+from beacon.protocol import (
+    GRPC_BINDING,
+    HTTP_JSON_BINDING,
+    JSONRPC_BINDING,
+    UNIX_BINDING,
+    WEBSOCKET_BINDING,
+)
 
 #: The JSON-RPC binding's name on a card.
 JSONRPC = JSONRPC_BINDING
@@ -39,6 +51,8 @@ JSONRPC = JSONRPC_BINDING
 HTTP_JSON = HTTP_JSON_BINDING
 #: The legacy token some cards use for the WebSocket binding.
 LEGACY_WEBSOCKET = "WEBSOCKET"
+#: The gRPC binding's name on a card.
+GRPC = GRPC_BINDING
 
 #: The bindings this client implements, by short name.
 BINDINGS: dict[str, tuple[str, ...]] = {
@@ -46,9 +60,10 @@ BINDINGS: dict[str, tuple[str, ...]] = {
     "http+json": (HTTP_JSON,),
     "websocket": (WEBSOCKET_BINDING, LEGACY_WEBSOCKET),
     "unix": (UNIX_BINDING,),
+    "grpc": (GRPC,),
 }
 #: The order bindings are preferred in when the caller gives none.
-DEFAULT_PREFERENCE: tuple[str, ...] = ("jsonrpc", "http+json", "websocket", "unix")
+DEFAULT_PREFERENCE: tuple[str, ...] = ("jsonrpc", "http+json", "websocket", "unix", "grpc")
 
 _KIND_OF = {binding: kind for kind, bindings in BINDINGS.items() for binding in bindings}
 #: The URL schemes each kind is dialled with (C{unix} dials the configured
@@ -64,8 +79,9 @@ _SCHEMES = {
 class Selected:
     """
     The interface chosen, how to talk to it (C{kind}: C{jsonrpc},
-    C{http+json}, C{websocket} or C{unix}) and what is dialled: the
-    interface's URL, or for C{unix} the socket path the caller configured.
+    C{http+json}, C{websocket}, C{unix} or C{grpc}) and what is dialled:
+    the interface's URL, or for C{unix} the socket path the caller
+    configured.
     """
 
     interface: AgentInterface
@@ -100,6 +116,14 @@ def preference_name(name: str) -> str:
     if kind is None:
         raise ValueError(f"unknown binding {name!r} (one of {', '.join(BINDINGS)})")
     return kind
+
+
+def grpc_installed() -> bool:
+    """Whether grpcio can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec("grpc") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def version_usable(version: str) -> bool:
@@ -146,6 +170,15 @@ def select_interface(
             continue
         if kind not in order:
             skipped.append(f"{label}: not among the bindings asked for")
+            continue
+        if kind == "grpc":
+            if target_of(interface.url) is None:
+                skipped.append(f"{label}: not a host:port or http(s) URL")
+                continue
+            if not grpc_installed():
+                skipped.append(f"{label}: needs grpcio ({GRPC_EXTRA})")
+                continue
+            usable.append(Selected(interface, kind, interface.url))
             continue
         if kind == "unix":
             if socket_path is None:

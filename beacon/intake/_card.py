@@ -13,6 +13,7 @@ from typing import Any
 from beacon import __version__
 from beacon.protocol import (
     API_KEY_HEADER,
+    GRPC_BINDING,
     HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     PROTOCOL_VERSION,
@@ -62,6 +63,7 @@ def public_card(
     websocket: bool = False,
     api_keys: bool = False,
     bearer: bool = False,
+    grpc: tuple[str, ...] | list[str] = (),
 ) -> dict[str, Any]:
     """
     Build the public AgentCard.
@@ -76,6 +78,9 @@ def public_card(
     @param bearer: Whether bearer tokens are accepted (declared as an
         C{httpAuthSecurityScheme}). With either, the card carries
         C{securityRequirements}: any one declared scheme suffices.
+    @param grpc: The gRPC binding's bound listeners, C{host:port} each (the
+        proto's form of its URL), listed after HTTP+JSON and before the
+        WebSocket binding; none when it is off.
     """
     description = text.description.strip()
     if IDENTITY_STATEMENT not in description:
@@ -137,6 +142,10 @@ def public_card(
             }
         ],
     }
+    for address in grpc:
+        card["supportedInterfaces"].append(
+            {"url": address, "protocolBinding": GRPC_BINDING, "protocolVersion": PROTOCOL_VERSION}
+        )
     if websocket:
         card["supportedInterfaces"].append(
             {

@@ -342,7 +342,7 @@ class BeaconMetrics(Collector):
         )
         connections = GaugeMetricFamily(
             "beacon_open_connections",
-            "Open connections, by door (websocket: upgraded connections)",
+            "Open connections, by door (websocket: upgraded connections; grpc: calls in progress)",
             labels=["door"],
         )
         for door, site in self.doors.items():

@@ -77,6 +77,14 @@ class Monitoring:
         self.metrics.websocket = websocket
         self.metrics.dispatcher = websocket.dispatcher
 
+    def grpc(self, calls: Any) -> None:
+        """
+        The gRPC binding's calls (L{beacon.bindings.grpc.GRPCCalls}): its
+        refusals counted under the door C{grpc}, its calls in progress as
+        its open connections (grpcio does not show its connections).
+        """
+        self.metrics.doors["grpc"] = calls
+
     def operator(self, door: str, site: BeaconSite, root: Resource) -> None:
         """
         An operator door (C{"operator_socket"}, C{"operator_http"}):

@@ -7,6 +7,7 @@ table. It imports nothing else of Beacon.
 from beacon.protocol._bindings import (
     API_KEY_HEADER,
     DOORS,
+    GRPC_BINDING,
     HTTP_JSON_BINDING,
     JSONRPC_BINDING,
     UNIX_BINDING,
@@ -84,6 +85,7 @@ __all__ = [
     "CODE_OF_REASON",
     "DOORS",
     "API_KEY_HEADER",
+    "GRPC_BINDING",
     "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",
     "UNIX_BINDING",

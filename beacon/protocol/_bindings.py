@@ -10,6 +10,8 @@ from __future__ import annotations
 JSONRPC_BINDING = "JSONRPC"
 #: The A2A HTTP+JSON (REST) binding's C{protocolBinding}.
 HTTP_JSON_BINDING = "HTTP+JSON"
+#: The A2A gRPC binding's C{protocolBinding}.
+GRPC_BINDING = "GRPC"
 #: The WebSocket binding's C{protocolBinding}: a2a-rust's extension binding.
 WEBSOCKET_BINDING = "https://a2a-rust.com/bindings/websocket/v1"
 #: The JSON-RPC over unix socket binding's C{protocolBinding} (agentd's).
@@ -19,7 +21,7 @@ API_KEY_HEADER = "X-API-Key"
 #: The doors a submission can come through, as a stored submission names
 #: them (C{CallContext.binding}): the filter C{--door} takes and the label
 #: the metrics give.
-DOORS = ("jsonrpc", "http+json", "websocket", "native")
+DOORS = ("jsonrpc", "http+json", "grpc", "websocket", "native")
 
 
 def websocket_url(http_url: str) -> str:
@@ -34,6 +36,7 @@ def websocket_url(http_url: str) -> str:
 __all__ = [
     "DOORS",
     "API_KEY_HEADER",
+    "GRPC_BINDING",
     "HTTP_JSON_BINDING",
     "JSONRPC_BINDING",
     "UNIX_BINDING",

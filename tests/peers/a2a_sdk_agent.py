@@ -5,11 +5,14 @@ handler and in-memory task store, streaming on. Every message is answered with a
 that completes with one artifact, C{echo: <the message's text>}; a
 streaming call sees the task, then the artifact, then the completed status.
 
-    python a2a_sdk_agent.py --fd N --port P
+    python a2a_sdk_agent.py --fd N --port P [--grpc]
 
 It serves on the listening socket C{N} that the test bound on loopback (so
 no port is ever guessed). Its card names C{http://127.0.0.1:P/a2a/rest}
 (C{HTTP+JSON}) first, then C{http://127.0.0.1:P/a2a/v1} (C{JSONRPC}).
+With C{--grpc} it also serves the SDK's gRPC service (its GrpcHandler on a
+grpc.aio server, on a loopback port the kernel chooses) over the same
+request handler, and its card lists it last: C{127.0.0.1:G} (C{GRPC}).
 
 No ASGI server is installed with the project, so a minimal one is here: one
 HTTP/1.1 request per connection (C{Connection: close}), its body by
@@ -82,7 +85,8 @@ class EchoAgent(AgentExecutor):
         raise NotImplementedError
 
 
-def make_app(port: int) -> Starlette:
+def make_handler(port: int, grpc_port: int | None = None) -> tuple[DefaultRequestHandler, AgentCard]:
+    """The SDK's request handler for the echo agent, and its card."""
     card = AgentCard(
         name="test-a2a-sdk-echo",
         description="Test agent: echoes each message in a completed task's artifact.",
@@ -104,9 +108,18 @@ def make_app(port: int) -> Starlette:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="Echo", description="Echoes the message.", tags=["test"])],
     )
+    if grpc_port is not None:
+        card.supported_interfaces.append(
+            AgentInterface(url=f"127.0.0.1:{grpc_port}", protocol_binding="GRPC", protocol_version="1.0")
+        )
     handler = DefaultRequestHandler(
         agent_executor=EchoAgent(), task_store=InMemoryTaskStore(), agent_card=card
     )
+    return handler, card
+
+
+def make_app(handler: DefaultRequestHandler, card: AgentCard) -> Starlette:
+    """The SDK's card, JSON-RPC and HTTP+JSON routes."""
     return Starlette(
         routes=create_agent_card_routes(card)
         + create_jsonrpc_routes(handler, RPC_PATH)
@@ -168,7 +181,21 @@ async def serve_one(app: Any, reader: asyncio.StreamReader, writer: asyncio.Stre
         writer.close()
 
 
-async def serve(app: Any, fd: int) -> None:
+async def serve(port: int, fd: int, grpc: bool) -> None:
+    grpc_server = None
+    grpc_port = None
+    if grpc:
+        import grpc.aio
+        from a2a.server.request_handlers import GrpcHandler
+        from a2a.types import a2a_pb2_grpc
+
+        grpc_server = grpc.aio.server()
+        grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+    handler, card = make_handler(port, grpc_port)
+    if grpc_server is not None:
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), grpc_server)
+        await grpc_server.start()
+    app = make_app(handler, card)
     listening = socket.socket(fileno=fd)
     server = await asyncio.start_server(lambda r, w: serve_one(app, r, w), sock=listening)
     async with server:
@@ -179,9 +206,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--grpc", action="store_true", help="also serve the SDK's gRPC service")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(serve(make_app(args.port), args.fd))
+    asyncio.run(serve(args.port, args.fd, args.grpc))
 
 
 if __name__ == "__main__":

@@ -6,15 +6,17 @@ Usage::
     python a2a_sdk_client.py BASE_URL [TEXT [BINDING]]
 
 It resolves the agent card from C{BASE_URL}, creates a non-streaming client
-of C{BINDING} (C{JSONRPC}, the default, or C{HTTP+JSON}) from it, sends
+of C{BINDING} (C{JSONRPC}, the default, C{HTTP+JSON} or C{GRPC}, over
+grpcio's asyncio channels to the interface's C{host:port}) from it, sends
 C{TEXT} as a user message, GetTasks the returned task, then GetTasks a task
 that does not exist. It prints one JSON object per line on stdout::
 
     {"step": "card", "name": ..., "interfaces": [{"url", "protocolBinding",
      "protocolVersion"}], "streaming": false}
     {"step": "send", "id": ..., "contextId": ..., "state": "TASK_STATE_...",
-     "timestamp": ..., "url": <the URL the request was POSTed to>,
-     "a2aVersion": <its A2A-Version header>}
+     "timestamp": ..., "url": <the URL the request was POSTed to; over
+     gRPC, host:port/method>, "a2aVersion": <its A2A-Version header, or
+     its a2a-version metadata>}
     {"step": "get", "id": ..., "state": ..., "timestamp": ..., "url": ...}
     {"step": "error", "error": <the SDK's exception class>, "message": ...,
      "url": ...}
@@ -22,7 +24,9 @@ that does not exist. It prints one JSON object per line on stdout::
 Any error ends it with exit code 1 and a message on stderr. Only the SDK's
 public client API is used (C{a2a.client}, C{a2a.types}); the httpx client is
 handed to the SDK through C{ClientConfig.httpx_client}, and its event hook
-only records which URL each request went to.
+only records which URL each request went to; over gRPC, the channel
+C{ClientConfig.grpc_channel_factory} makes carries a client interceptor
+(grpcio's public API) that records each call's method and metadata.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import sys
 import uuid
 from typing import Any
 
+import grpc
 import httpx
 from google.protobuf.json_format import MessageToDict
 
@@ -44,13 +49,36 @@ from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, T
 TIMEOUT = 60.0
 
 JSONRPC = "JSONRPC"
+GRPC = "GRPC"
+
+
+class Sent:
+    """What a recorded request says: its URL and its A2A-Version."""
+
+    def __init__(self, url: str, version: str | None) -> None:
+        self.url = url
+        self.headers = {"A2A-Version": version} if version is not None else {}
+
+
+class Recorder(grpc.aio.UnaryUnaryClientInterceptor):
+    """Records each gRPC call's target, method and a2a-version metadata."""
+
+    def __init__(self, target: str, sent: list[Any]) -> None:
+        self._target = target
+        self._sent = sent
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        versions = [v for k, v in (details.metadata or ()) if k == "a2a-version"]
+        self._sent.append(Sent(self._target + method, versions[0] if versions else None))
+        return await continuation(details, request)
 
 
 def emit(record: dict[str, Any]) -> None:
     print(json.dumps(record, sort_keys=True), flush=True)
 
 
-def task_record(step: str, task: Task, request: httpx.Request | None) -> dict[str, Any]:
+def task_record(step: str, task: Task, request: Any) -> dict[str, Any]:
     return {
         "step": step,
         "id": task.id,
@@ -63,7 +91,7 @@ def task_record(step: str, task: Task, request: httpx.Request | None) -> dict[st
 
 
 async def run(base_url: str, text: str, binding: str) -> None:
-    sent: list[httpx.Request] = []
+    sent: list[Any] = []
 
     async def record(request: httpx.Request) -> None:
         sent.append(request)
@@ -88,10 +116,14 @@ async def run(base_url: str, text: str, binding: str) -> None:
             }
         )
 
+        def channel(target: str) -> Any:
+            return grpc.aio.insecure_channel(target, interceptors=[Recorder(target, sent)])
+
         config = ClientConfig(
             streaming=False,
             httpx_client=http_client,
             supported_protocol_bindings=[binding],
+            grpc_channel_factory=channel,
         )
         client = ClientFactory(config).create(card)
         context = ClientCallContext(timeout=TIMEOUT)
