@@ -617,9 +617,17 @@ function updated(update) {
   }
 }
 
+// The live stream's state, for people (the banner) and for tests (a data
+// attribute on <html>: "connecting", "ready", "down", "ended").
+function liveState(state) {
+  document.documentElement.dataset.events = state;
+}
+
 function listen() {
+  liveState("connecting");
   const events = new EventSource("/api/events");
   events.addEventListener("ready", () => {
+    liveState("ready");
     const wasDown = view.beaconDown;
     view.beaconDown = false;
     banner("");
@@ -632,6 +640,7 @@ function listen() {
     }
   });
   events.addEventListener("down", () => {
+    liveState("down");
     view.beaconDown = true;
     banner(DOWN_TEXT);
   });
@@ -650,8 +659,10 @@ function listen() {
   });
   events.addEventListener("error", () => {
     if (events.readyState === EventSource.CLOSED) {
+      liveState("ended");
       banner(ENDED_TEXT);
     } else {
+      liveState("connecting");
       view.beaconDown = true;
       banner(CONSOLE_DOWN_TEXT);
     }
@@ -775,7 +786,21 @@ function onKey(event) {
 
 // Wiring.
 
+// Whatever the Content-Security-Policy blocked (nothing, unless something
+// is wrong): said on the page, and counted on <html data-csp-violations>.
+function watchPolicy() {
+  let count = 0;
+  document.documentElement.dataset.cspViolations = "0";
+  document.addEventListener("securitypolicyviolation", (event) => {
+    count += 1;
+    document.documentElement.dataset.cspViolations = String(count);
+    say(`The browser blocked ${event.effectiveDirective || "something"} on this page`
+      + " (Content-Security-Policy); it is reported to the console.", "error");
+  });
+}
+
 function start() {
+  watchPolicy();
   setTitle();
   $("filters").addEventListener("submit", (event) => {
     event.preventDefault();
