@@ -328,6 +328,30 @@ function field(list, name, value, className) {
   return dd;
 }
 
+// A structured submission's fields in the order its schema gives them
+// (the answer's JSON has them sorted by name), any others after.
+const SCHEMA_ORDER = ["from", "subject", "language", "body", "contact"];
+const FROM_ORDER = ["name", "agent", "operator"];
+
+function inSchemaOrder(data, order = SCHEMA_ORDER) {
+  const ordered = Object.create(null); // a key "__proto__" stays a key
+  for (const key of order) {
+    if (Object.hasOwn(data, key)) {
+      ordered[key] = data[key];
+    }
+  }
+  for (const key of Object.keys(data)) {
+    if (!Object.hasOwn(ordered, key)) {
+      ordered[key] = data[key];
+    }
+  }
+  const from = ordered.from;
+  if (order === SCHEMA_ORDER && from !== null && typeof from === "object" && !Array.isArray(from)) {
+    ordered.from = inSchemaOrder(from, FROM_ORDER);
+  }
+  return ordered;
+}
+
 function renderPart(part) {
   const box = element("div", "part");
   if (typeof part?.text === "string") {
@@ -343,7 +367,7 @@ function renderPart(part) {
       headRow.append(element("th", "", "field"), element("th", "", "value"));
       head.append(headRow);
       const body = element("tbody");
-      for (const [name, value] of flatten(data)) {
+      for (const [name, value] of flatten(inSchemaOrder(data))) {
         const tr = element("tr");
         const th = element("th", "", name);
         th.scope = "row";
@@ -456,13 +480,15 @@ async function showDetail(id) {
   }
 }
 
-function showList() {
+function showList(focus) {
+  const wasOpen = view.openId !== null;
   view.openId = null;
   view.openTask = null;
   cancelPending();
   $("detail-view").hidden = true;
   $("list-view").hidden = false;
-  markCurrent(true);
+  // Back from a submission, the focus returns to its row; not on load.
+  markCurrent(wasOpen || focus === true);
 }
 
 // Routes: #/task/ID shows one submission; anything else the inbox.
@@ -472,7 +498,7 @@ function route() {
   if (match) {
     return showDetail(decodeURIComponent(match[1]));
   }
-  showList();
+  showList(false);
   return undefined;
 }
 

@@ -112,20 +112,22 @@ export function summary(task) {
   let found = "";
   for (const part of Array.isArray(parts) ? parts : []) {
     const subject = dig(part, "data", "subject");
-    if (typeof subject === "string" && subject.trim()) {
+    if (typeof subject === "string" && /[^ \t\n\r\f\v]/.test(subject)) {
       found = subject;
       break;
     }
     const text = dig(part, "text");
     if (typeof text === "string") {
-      const line = text.split("\n").find((l) => l.trim());
+      const line = text.split("\n").find((l) => /[^ \t\r\f\v]/.test(l));
       if (line) {
         found = line;
         break;
       }
     }
   }
-  found = found.split(/\s+/).filter(Boolean).join(" ");
+  // Runs of spaces, tabs and line ends become one space; nothing else
+  // goes (JavaScript's \s would also drop U+FEFF, which must show).
+  found = found.split(/[ \t\n\r\f\v]+/).filter(Boolean).join(" ");
   if (!found) {
     return "(no text)";
   }
