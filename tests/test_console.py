@@ -790,8 +790,9 @@ def _first_line(process: subprocess.Popen[str], deadline: float) -> str:
 
 def test_web_command(launcher: BeaconLauncher, tmp_path: Path) -> None:
     """
-    Against twistd: prints the link, serves the page through it, a port in
-    use is one error line, and SIGINT stops it (exit 0, "stopped").
+    Against twistd: prints the link, serves the page through it, logs on
+    stderr, a port in use is one error line, and SIGINT stops it (exit 0,
+    "stopped").
     """
     process = launcher.start()
     command = [str(BEACON_SCRIPT), "review", "web", "--no-browser", "--data", str(launcher.data)]
@@ -836,4 +837,9 @@ def test_web_command(launcher: BeaconLauncher, tmp_path: Path) -> None:
             web.wait(WAIT)
     assert web.returncode == 0, err
     assert out == "beacon review web: stopped\n"
-    assert err == ""
+    # The console's log, on stderr: never the token.
+    assert err.splitlines() == [
+        f"beacon review web: console.started: the web console listens at http://127.0.0.1:{port}/"
+        f" (Beacon at {launcher.data / 'operator.sock'})",
+        "beacon review web: console.login: a sign-in link made a session",
+    ]

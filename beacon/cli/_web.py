@@ -6,7 +6,8 @@ commands use.
 It prints one line, C{beacon review web: open http://127.0.0.1:PORT/?token=T}
 (a one-time sign-in link), opens it in a browser unless C{--no-browser},
 and serves until Ctrl-C or SIGTERM; then it stops listening, ends the event
-streams and prints C{beacon review web: stopped}. It listens only on a
+streams and prints C{beacon review web: stopped}. The console's log events
+(C{console.*}: sign-ins, refusals, CSP reports) go to stderr, a line each. It listens only on a
 loopback interface: C{--listen} naming another is refused.
 """
 
@@ -23,6 +24,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
+from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
+from zope.interface import implementer
 
 from beacon.cli._text import Output, inert
 from beacon.client import OperatorClient
@@ -85,6 +88,23 @@ def _open_in_browser(url: str, opener: Callable[[str], Any]) -> None:
     threading.Thread(target=run, name="beacon-browser", daemon=True).start()
 
 
+@implementer(ILogObserver)
+class _ConsoleLog:
+    """
+    Writes the console's log events (C{console.*}: sign-ins, refusals, CSP
+    reports) to stderr, one line each, made inert.
+    """
+
+    def __init__(self, io: Output) -> None:
+        self.io = io
+
+    def __call__(self, event: LogEvent) -> None:
+        if not str(event.get("log_format") or "").startswith("console."):
+            return
+        self.io.err.write(f"beacon review web: {inert(formatEvent(event))}\n")
+        self.io.err.flush()
+
+
 async def serve(
     reactor: IBeaconReactor,
     client: OperatorClient,
@@ -98,6 +118,12 @@ async def serve(
     @param opener: Opens the sign-in link in a browser (C{webbrowser.open}).
     @return: The exit code: 0 stopped, 1 could not start.
     """
+    # Once the reactor runs, its signal handlers are in place: Ctrl-C
+    # after the link is printed stops the reactor (before, it would raise
+    # KeyboardInterrupt wherever the command was).
+    running: Deferred[None] = Deferred()
+    reactor.callWhenRunning(running.callback, None)
+    await running
     description = args.listen
     try:
         loopback_interface(description)
@@ -114,6 +140,8 @@ async def serve(
     except WebError as e:
         io.err.write(f"beacon: {e}\n")
         return 1
+    observer = _ConsoleLog(io)
+    globalLogPublisher.addObserver(observer)
     console.listening(port.getHost())
     url = console.sign_in_url()
     io.line(f"beacon review web: open {url}")
@@ -125,6 +153,7 @@ async def serve(
     async def stop() -> None:
         console.close()
         await port.stopListening()
+        globalLogPublisher.removeObserver(observer)
         io.line("beacon review web: stopped")
         io.flush()
         stopped.callback(0)

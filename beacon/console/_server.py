@@ -176,6 +176,7 @@ class ConsoleSite(server.Site):
 
     requestFactory = ConsoleRequest
     displayTracebacks = False
+    noisy = False
 
     def log(self, request: Any) -> None:
         """No access log: the console's requests are the reader's own."""
