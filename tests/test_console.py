@@ -690,7 +690,10 @@ class FakeFeed:
 async def test_feed_shared_and_closed_with_the_last_stream(
     beacon: InProcessBeacon, serve: Callable[..., Served]
 ) -> None:
-    """One feed for every stream, opened by the first, closed when the last leaves."""
+    """
+    One feed for every stream, opened by the first, closed when the last
+    leaves; at most max_streams streams.
+    """
     feeds: list[FakeFeed] = []
 
     def follow() -> Deferred[Any]:
@@ -716,6 +719,14 @@ async def test_feed_shared_and_closed_with_the_last_stream(
     fresh = await connect(served.number, served.stream_request())
     await fresh.until(b"event: ready")
     assert len(feeds) == 2
+    # At most max_streams at once: one more is 503.
+    served.console.max_streams = 2
+    other = await connect(served.number, served.stream_request())
+    await other.until(b"event: ready")
+    refused = await served.get("/api/events")
+    assert refused.status == 503, refused
+    assert refused.json()["error"]["message"] == "too many event streams open (at most 2)"
+    assert_secure(refused)
 
 
 @pytest_twisted.ensureDeferred

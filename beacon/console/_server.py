@@ -73,6 +73,8 @@ MAX_IDS = 100_000
 BULK_CHUNK = 1000
 #: The largest page of C{/api/tasks}.
 MAX_PAGE_SIZE = 100
+#: How many event streams may be open at once (a page holds one).
+MAX_STREAMS = 32
 #: How much of a refused request's path a log line keeps.
 LOGGED_PATH = 200
 
@@ -280,6 +282,7 @@ class Console:
     no C{Host} is right.
 
     @ivar csp_reports: How many CSP violation reports arrived.
+    @ivar max_streams: How many event streams may be open at once.
     """
 
     def __init__(
@@ -298,6 +301,7 @@ class Console:
         self.clock = clock
         self.static = static
         self.csp_reports = 0
+        self.max_streams = MAX_STREAMS
         self.hosts: frozenset[bytes] = frozenset()
         self.base_url = ""
         self._tokens: set[str] = set()
@@ -568,11 +572,13 @@ class _Root(Resource):
         request.responseHeaders.setRawHeaders(b"X-Accel-Buffering", [b"no"])
         if request.method == b"HEAD":
             return b""
+        relay = self.console.events
+        if len(relay.streams) >= self.console.max_streams:
+            raise Problem(503, f"too many event streams open (at most {self.console.max_streams})")
         request.setResponseCode(200)
         # The headers now: the page learns the stream is open.
         request.write(b": beacon\n\n")
         stream = EventStream(request)
-        relay = self.console.events
         relay.subscribe(stream)
 
         def gone(result: Any) -> None:
