@@ -458,6 +458,8 @@ function renderDetail(task) {
 
 async function showDetail(id) {
   view.openId = id;
+  // data-loaded names the submission once its whole answer is shown.
+  delete $("detail-view").dataset.loaded;
   $("list-view").hidden = true;
   $("detail-view").hidden = false;
   const index = view.tasks.findIndex((t) => t.id === id);
@@ -475,6 +477,7 @@ async function showDetail(id) {
     }
     renderDetail(task);
     replaceRow(task);
+    $("detail-view").dataset.loaded = id;
   } catch (error) {
     failed(error);
   }
