@@ -11,7 +11,8 @@ const PAGE_SIZE = 50;
 const TITLE = "Beacon inbox";
 const DOWN_TEXT = "Beacon is not answering; reconnecting\u2026";
 const CONSOLE_DOWN_TEXT = "The console is not answering; reconnecting\u2026";
-const ENDED_TEXT = "This session has ended. Run `beacon review web` for a new link.";
+const ENDED_TEXT = "Live updates stopped: the console refused the event stream (the session"
+  + " ended, or too many pages are open). Reload the page to try again.";
 
 const $ = (id) => document.getElementById(id);
 
@@ -267,9 +268,13 @@ async function selectMatching() {
     view.selected = new Set(ids);
     view.matching = true;
     renderSelection();
-    say(ids.length
-      ? `Selected every undecided submission matching: ${plural(ids.length, "submission")}.`
-      : "No undecided submission matches.");
+    if (answer?.complete === false) {
+      say(`More match than one bulk decision takes; selected the first ${plural(ids.length, "submission")}.`);
+    } else {
+      say(ids.length
+        ? `Selected every undecided submission matching: ${plural(ids.length, "submission")}.`
+        : "No undecided submission matches.");
+    }
   } catch (error) {
     failed(error);
   }
