@@ -93,7 +93,7 @@ function rowOf(task) {
   pick.type = "checkbox";
   pick.className = "pick";
   pick.checked = view.selected.has(id);
-  pick.setAttribute("aria-label", "Select");
+  pick.setAttribute("aria-label", "Select for a bulk decision");
   row.append(pick);
 
   const open = element("button", "open");
@@ -170,9 +170,7 @@ async function load(reset) {
       view.unseen = 0;
       renderArrivals();
       setTitle();
-      if (typeof page?.totalSize === "number") {
-        view.total = page.totalSize;
-      }
+      view.total = typeof page?.totalSize === "number" ? page.totalSize : null;
       if (!view.beaconDown) {
         say("");
       }
@@ -539,7 +537,11 @@ async function step(by) {
 }
 
 function beginPending(decision) {
-  if (!view.openTask || dig(view.openTask, "status", "state") !== "TASK_STATE_SUBMITTED") {
+  if (!view.openTask) {
+    return;
+  }
+  if (dig(view.openTask, "status", "state") !== "TASK_STATE_SUBMITTED") {
+    say("This submission is already decided.");
     return;
   }
   view.pending = decision;
