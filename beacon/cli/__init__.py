@@ -27,6 +27,7 @@ Read and decide on submissions through Beacon's operator door::
     beacon review accept ID [--note TEXT]
     beacon review reject ID [--note TEXT]
     beacon review follow [--json]
+    beacon review web [--listen ENDPOINT] [--no-browser]
 
 C{--socket PATH}, C{--data DIR} or C{--discovery FILE} (the bearer door's
 file) say where Beacon is, anywhere after C{beacon review}; the default is

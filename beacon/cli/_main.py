@@ -103,5 +103,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return _exit_code(e)
     except KeyboardInterrupt:
-        return 0 if args.command == "follow" else 130
+        return 0 if args.command in ("follow", "web") else 130
     return 0

@@ -1,7 +1,7 @@
 """
 The C{beacon review} commands: read and decide on submissions through
 Beacon's operator door (C{list}, C{show}, C{accept}, C{reject}, C{export},
-C{purge}, C{follow}), their options and their one-line errors.
+C{purge}, C{follow}, C{web}), their options and their one-line errors.
 
 Every command taking an id takes a unique prefix of at least six of its
 characters (L{beacon.cli._filters.resolve}). Commands that decide or erase
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from beacon.interfaces import IBeaconReactor
+from beacon.cli import _web
 from beacon.cli._export import FORMATS, record_of, writer_for
 from beacon.cli._filters import (
     FILTER_STATES,
@@ -490,6 +491,8 @@ async def run(
     trigger = reactor.addSystemEventTrigger("before", "shutdown", io.interrupt)
     try:
         client = make_client(reactor, args)
+        if args.command == "web":
+            return await _web.serve(reactor, client, args, io)
         code: int = await _COMMANDS[args.command](client, args, io, columns)
         return code
     except BrokenPipeError:
@@ -497,7 +500,7 @@ async def run(
     except Exception as e:
         if io.interrupted:
             # Stopped by Ctrl-C: no error to report.
-            return 0 if args.command == "follow" else 130
+            return 0 if args.command in ("follow", "web") else 130
         if isinstance(e, UsageError):
             err.write(f"beacon: {e}\n")
             return 2
@@ -605,6 +608,7 @@ def add_parser(commands: Any) -> None:
     purge.add_argument("--json", action="store_true", help="print the answer as JSON")
     follow = action("follow", "print new submissions and decisions as they happen, until Ctrl-C")
     follow.add_argument("--json", action="store_true", help="print each event as one JSON line")
+    _web.add_arguments(action("web", "read and decide in a browser: a console on loopback, until Ctrl-C"))
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -11,7 +11,8 @@ Beacon's outbound clients.
     fails.
   - L{OperatorClient} reads and decides on submissions through Beacon's
     own operator socket (or its loopback bearer door), as the
-    C{beacon review} commands do.
+    C{beacon review} commands and the web console do; L{resolve},
+    L{every_task} and the C{parse_*} filter readers are what both share.
 
 Every call is bounded by timeouts on the injected clock and fails with one
 of the L{ClientError} family.
@@ -65,6 +66,24 @@ from beacon.client._operator import (
     OperatorClient,
     read_discovery_file,
 )
+from beacon.client._review import (
+    FILTER_STATES,
+    MAX_PAGE,
+    MIN_PREFIX,
+    FilterError,
+    LookupFailed,
+    check_range,
+    every_task,
+    is_short,
+    parse_before,
+    parse_door,
+    parse_search,
+    parse_since,
+    parse_state,
+    parse_until,
+    resolve,
+    rfc3339,
+)
 from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
 from beacon.client._select import (
     BINDINGS,
@@ -92,6 +111,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE",
     "DEFAULT_PREFERENCE",
     "DEFAULT_TIMEOUT",
+    "FILTER_STATES",
     "GRPC",
     "GRPC_EXTRA",
     "HTTP_JSON",
@@ -99,6 +119,8 @@ __all__ = [
     "INBOX_EVENTS_EXTENSION",
     "JSONRPC",
     "LEGACY_WEBSOCKET",
+    "MAX_PAGE",
+    "MIN_PREFIX",
     "REVIEW_EXTENSION",
     "UNIX_BINDING",
     "WEBSOCKET_BINDING",
@@ -113,20 +135,22 @@ __all__ = [
     "ClientError",
     "Deadline",
     "Discovery",
-    "ResponseStream",
     "EventTooLarge",
     "Feed",
+    "FilterError",
     "GRPCMissing",
     "GRPCStatusError",
     "HTTPStatusError",
     "InvalidCard",
     "InvalidResponse",
     "Limits",
+    "LookupFailed",
     "NoCompatibleInterface",
     "OperatorClient",
     "Outcome",
     "RPCError",
     "RequestTooLarge",
+    "ResponseStream",
     "SSEReader",
     "SecurityScheme",
     "Selected",
@@ -134,11 +158,22 @@ __all__ = [
     "Timeouts",
     "TransportError",
     "card_url",
+    "check_range",
+    "every_task",
     "fetch_card",
     "grpc_installed",
+    "is_short",
     "outcome_of",
+    "parse_before",
     "parse_card",
+    "parse_door",
+    "parse_search",
+    "parse_since",
+    "parse_state",
+    "parse_until",
     "read_discovery_file",
+    "resolve",
+    "rfc3339",
     "select_interface",
     "text_message",
 ]
