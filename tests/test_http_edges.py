@@ -423,3 +423,28 @@ def test_if_modified_since_that_is_no_date_is_no_condition(value: bytes) -> None
     raw, closing = both(request(b"GET", CARD, b"Host: x\r\nIf-Modified-Since: " + value + b"\r\n"))
     assert status(raw) == (200, b"OK")
     assert not closing
+
+
+def test_a_refusal_body_is_made_once_and_the_memo_stays_bounded() -> None:
+    """
+    refuse() answers a repeated refusal with the bytes it made the first time
+    (a flood of 429s is not encoded again for each request), the same bytes a
+    fresh encoding gives; its memo never holds more than MAX_REFUSAL_BODIES.
+    """
+    from twisted.web.test.requesthelper import DummyRequest
+
+    from beacon.bindings import _edge
+
+    def refused(message: str) -> bytes:
+        return _edge.refuse(
+            DummyRequest([b""]), 429, "rate_limited", message, {b"Retry-After": b"1"}
+        )
+
+    first = refused("too many requests from this source; retry after 1 s")
+    assert refused("too many requests from this source; retry after 1 s") is first
+    assert first == _edge.native_refusal(
+        429, "rate_limited", "too many requests from this source; retry after 1 s", {}
+    )
+    for n in range(_edge.MAX_REFUSAL_BODIES * 2 + 1):
+        assert json.loads(refused(f"retry after {n} s"))["error"]["message"] == f"retry after {n} s"
+        assert len(_edge._refusal_bodies) <= _edge.MAX_REFUSAL_BODIES

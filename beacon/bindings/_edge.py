@@ -253,7 +253,20 @@ def refuse(
     headers = headers or {}
     for name, value in headers.items():
         request.setHeader(name, value)
-    return shape(status, code, message, headers)
+    key = (shape, status, code, message, tuple(headers.items()))
+    body = _refusal_bodies.get(key)
+    if body is None:
+        if len(_refusal_bodies) >= MAX_REFUSAL_BODIES:
+            _refusal_bodies.clear()
+        body = _refusal_bodies[key] = shape(status, code, message, headers)
+    return body
+
+
+#: How many refusal bodies L{refuse} keeps made: a flood of one refusal (a
+#: source over its rate, answered 429 with the same few Retry-After values)
+#: is answered with bytes made once, not encoded again for each request.
+MAX_REFUSAL_BODIES = 256
+_refusal_bodies: dict[tuple[Any, ...], bytes] = {}
 
 
 class MethodsResource(Resource):
