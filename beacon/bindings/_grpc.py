@@ -54,7 +54,6 @@ Wire contract::
 from __future__ import annotations
 
 import ipaddress
-import math
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -328,18 +327,14 @@ class GRPCCalls:
         """
         source = self.source_of(peer, metadata)
         limits = self._limits
-        admission = limits.rate.admit(source)
-        if not admission.admitted:
-            self.refusals["rate_limited"] += 1
-            retry = max(1, math.ceil(admission.retry_after))
-            if admission.first_refusal:
-                log.warn(
-                    "a2a.grpc.rate_limited: source {source} is over {rate}/s "
-                    "(burst {burst}); refusing until it slows down",
-                    source=source,
-                    rate=limits.rate.rate,
-                    burst=limits.rate.burst,
-                )
+        retry = limits.rate.refusal(
+            source,
+            self.refusals,
+            log,
+            "a2a.grpc.rate_limited: source {source} is over {rate}/s (burst {burst}); "
+            "refusing until it slows down",
+        )
+        if retry is not None:
             return fail(
                 Refused(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -638,18 +638,14 @@ class TransportLimits:
         """
         if self.cors_origins and self.allow_origin(request):
             request.setHeader(b"Access-Control-Expose-Headers", CORS_EXPOSED_HEADERS)
-        admission = self.rate.admit(source)
-        if not admission.admitted:
-            self.refusals["rate_limited"] += 1
-            retry = max(1, math.ceil(admission.retry_after))
-            if admission.first_refusal:
-                log.warn(
-                    "http.rate_limited: source {source} is over {rate}/s "
-                    "(burst {burst}); refusing until it slows down",
-                    source=source,
-                    rate=self.rate.rate,
-                    burst=self.rate.burst,
-                )
+        retry = self.rate.refusal(
+            source,
+            self.refusals,
+            log,
+            "http.rate_limited: source {source} is over {rate}/s (burst {burst}); "
+            "refusing until it slows down",
+        )
+        if retry is not None:
             return refuse(
                 request,
                 429,

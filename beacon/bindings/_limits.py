@@ -11,12 +11,14 @@ with a full bucket, so memory stays bounded whatever the number of sources.
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, MutableMapping, Sequence
 
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
+from twisted.logger import Logger
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -104,6 +106,30 @@ class RateLimiter:
         first = not bucket.limited
         bucket.limited = True
         return Admission((1.0 - bucket.tokens) / self.rate, first)
+
+
+    def refusal(
+        self, source: str, refusals: MutableMapping[str, int], log: Logger, said: str
+    ) -> int | None:
+        """
+        Take one of C{source}'s tokens for a request at a door that answers
+        a source over its rate with a refusal naming when to retry (HTTP's
+        429, gRPC's RESOURCE_EXHAUSTED).
+
+        @param refusals: The door's refusal counts: C{rate_limited} counted.
+        @param log: The door's logger, and C{said} what it warns (a format
+            given C{source}, C{rate} and C{burst}) the first time a source is
+            refused in a run of refusals, not for every one.
+        @return: None when admitted; otherwise the whole seconds (at least
+            one) to retry after.
+        """
+        admission = self.admit(source)
+        if admission.admitted:
+            return None
+        refusals["rate_limited"] += 1
+        if admission.first_refusal:
+            log.warn(said, source=source, rate=self.rate, burst=self.burst)
+        return max(1, math.ceil(admission.retry_after))
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
