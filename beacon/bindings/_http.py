@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from io import BytesIO
 from typing import Any, Callable
 
 from twisted.internet.interfaces import IReactorTime
@@ -73,6 +72,7 @@ from beacon.bindings._edge import (
 )
 from beacon.bindings._limits import RateLimiter, SourceResolver
 from beacon.bindings.refusals import Refusals
+from beacon.capped import CappedRequest
 from beacon.config import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -96,7 +96,7 @@ log = Logger()
 
 
 @implementer(IDirectRequest)
-class LimitedRequest(server.Request):
+class LimitedRequest(CappedRequest):
     """
     A request that never buffers more than its site's C{max_body} bytes of
     body. Over the cap it answers 413 at once and closes the connection:
@@ -110,8 +110,6 @@ class LimitedRequest(server.Request):
     not served). This request says which phase it is in.
     """
 
-    _received = 0
-    _refused = False
     #: The request line's target, as sent (set by L{BeaconHTTPChannel}
     #: when the line arrives), for refusals before the request is whole.
     target = b""
@@ -124,32 +122,13 @@ class LimitedRequest(server.Request):
         site = getattr(self.channel, "site", None)
         return getattr(site, name, default)
 
-    def _max_body(self) -> int:
+    def body_limit(self) -> int:
+        """The site's C{max_body}."""
         return int(self._site_value("max_body", DEFAULT_MAX_BODY))
 
-    def gotLength(self, length: int | None) -> None:
-        """
-        Refuse a declared length over the cap; buffer in memory otherwise.
-        """
-        self.content = BytesIO()
-        if length is not None and length > self._max_body():
-            self._refuse_too_large()
-        else:
-            self.phase = ("body_timeout", "body")
-
-    def handleContentChunk(self, data: bytes) -> None:
-        """
-        Buffer a chunk of body, unless the body has gone over the cap.
-        """
-        if self._refused:
-            return
-        self._received += len(data)
-        if self._received > self._max_body():
-            self.content = BytesIO()
-            self._refuse_too_large()
-            return
-        assert self.content is not None
-        self.content.write(data)
+    def body_expected(self) -> None:
+        """The body's phase (and its timeout) begins."""
+        self.phase = ("body_timeout", "body")
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         """
@@ -157,7 +136,7 @@ class LimitedRequest(server.Request):
         headers are wrong (see L{framing_problem}): then 400 and close.
         """
         self.receiving = False
-        if self._refused:
+        if self.refused:
             return
         problem = framing_problem(self.requestHeaders, version)
         if problem is not None:
@@ -204,22 +183,22 @@ class LimitedRequest(server.Request):
         still reading this request, so the answer goes straight to the
         transport.
         """
-        self._stop_reading()
+        self.stop_reading()
         refuse_connection(self.channel, status, body)
 
-    def _stop_reading(self) -> None:
-        self._refused = True
+    def stop_reading(self) -> None:
+        """Refuse the rest, which is no longer arriving."""
+        super().stop_reading()
         self.receiving = False
-        # No "100 Continue" may follow the refusal.
-        self.requestHeaders.removeHeader(b"Expect")
 
     def _count_refusal(self, reason: str) -> None:
         refusals = self._site_value("refusals", None)
         if refusals is not None:
             refusals[reason] += 1
 
-    def _refuse_too_large(self) -> None:
-        limit = self._max_body()
+    def refuse_too_large(self) -> None:
+        """413 in the shape of the request's door, counted and logged."""
+        limit = self.body_limit()
         self._count_refusal("too_large")
         log.warn(
             "http.too_large: refused a request body over {limit} bytes from {source}",
@@ -237,7 +216,7 @@ class LimitedRequest(server.Request):
         Answer 408 and close: the phase C{what} took over C{seconds}.
         """
         self._count_refusal("request_timeout")
-        self._stop_reading()
+        self.stop_reading()
         refuse_slow(self.channel, what, seconds)
 
 

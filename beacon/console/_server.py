@@ -24,7 +24,6 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Coroutine
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -36,6 +35,7 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import Resource
 
+from beacon.capped import CappedRequest
 from beacon.client import (
     ClientError,
     FilterError,
@@ -121,43 +121,19 @@ def _security_headers(request: server.Request) -> None:
         request.responseHeaders.setRawHeaders(name, [value])
 
 
-class ConsoleRequest(server.Request):
+class ConsoleRequest(CappedRequest):
     """
     A request that never buffers more than L{MAX_BODY} bytes of body: over
     it, 413 at once (when the declared length is over, before reading the
     body) and the connection is closed.
     """
 
-    _received = 0
-    _refused = False
+    def body_limit(self) -> int:
+        """L{MAX_BODY}."""
+        return MAX_BODY
 
-    def gotLength(self, length: int | None) -> None:
-        """Refuse a declared length over the cap; buffer in memory otherwise."""
-        self.content = BytesIO()
-        if length is not None and length > MAX_BODY:
-            self._refuse_too_large()
-
-    def handleContentChunk(self, data: bytes) -> None:
-        """Buffer a chunk of body, unless the body went over the cap."""
-        if self._refused:
-            return
-        self._received += len(data)
-        if self._received > MAX_BODY:
-            self.content = BytesIO()
-            self._refuse_too_large()
-            return
-        assert self.content is not None
-        self.content.write(data)
-
-    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
-        """Process the request, unless it was refused while arriving."""
-        if self._refused:
-            return
-        super().requestReceived(command, path, version)
-
-    def _refuse_too_large(self) -> None:
-        self._refused = True
-        self.requestHeaders.removeHeader(b"Expect")
+    def refuse_too_large(self) -> None:
+        """413 with the console's headers, then close."""
         body = _error_body(f"the request body exceeds {MAX_BODY} bytes", None)
         headers = b"".join(name + b": " + value + b"\r\n" for name, value in SECURITY_HEADERS)
         transport = self.channel.transport if self.channel is not None else None
