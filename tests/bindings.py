@@ -639,13 +639,12 @@ class JSONRPCDriver(_HTTPDriver):
         return self.world.public_site
 
 
-class UnixDriver(_HTTPDriver):
-    """The operator socket's JSON-RPC (C{POST /}), peer-checked by the kernel."""
+class _OnUnixSocket:
+    """A binding on the operator's socket, peer-checked by the kernel."""
 
-    name = "unix"
+    world: World
     policy = "operator"
     door = "operator"
-    path = "/"
     unix = True
 
     def factory(self) -> Any:
@@ -656,13 +655,12 @@ class UnixDriver(_HTTPDriver):
         return f"uid:{os.getuid()}"
 
 
-class BearerDriver(_HTTPDriver):
-    """The operator's loopback door (C{POST /}) with its bearer token."""
+class _OnBearerDoor:
+    """A binding on the operator's loopback door, with its bearer token."""
 
-    name = "bearer"
+    world: World
     policy = "operator"
     door = "operator"
-    path = "/"
 
     def factory(self) -> Any:
         return self.world.bearer_site
@@ -673,6 +671,20 @@ class BearerDriver(_HTTPDriver):
     @property
     def source(self) -> str:
         return "bearer"
+
+
+class UnixDriver(_OnUnixSocket, _HTTPDriver):
+    """The operator socket's JSON-RPC (C{POST /})."""
+
+    name = "unix"
+    path = "/"
+
+
+class BearerDriver(_OnBearerDoor, _HTTPDriver):
+    """The bearer door's JSON-RPC (C{POST /})."""
+
+    name = "bearer"
+    path = "/"
 
 
 # HTTP+JSON.
@@ -970,38 +982,16 @@ class PublicRESTDriver(RESTDriver):
         return self.world.public_site
 
 
-class UnixRESTDriver(RESTDriver):
+class UnixRESTDriver(_OnUnixSocket, RESTDriver):
     """The operator socket's HTTP+JSON binding (C{/a2a/rest})."""
 
     name = "rest-unix"
-    policy = "operator"
-    door = "operator"
-    unix = True
-
-    def factory(self) -> Any:
-        return self.world.unix_factory
-
-    @property
-    def source(self) -> str:
-        return f"uid:{os.getuid()}"
 
 
-class BearerRESTDriver(RESTDriver):
-    """The bearer door's HTTP+JSON binding (C{/a2a/rest}), with its token."""
+class BearerRESTDriver(_OnBearerDoor, RESTDriver):
+    """The bearer door's HTTP+JSON binding (C{/a2a/rest})."""
 
     name = "rest-bearer"
-    policy = "operator"
-    door = "operator"
-
-    def factory(self) -> Any:
-        return self.world.bearer_site
-
-    def base_headers(self) -> list[tuple[str, str]]:
-        return [("Authorization", f"Bearer {self.world.token}")]
-
-    @property
-    def source(self) -> str:
-        return "bearer"
 
 
 # gRPC.
