@@ -16,7 +16,11 @@ Workloads: send (SendMessage with a small text message), get (GetTask of a
 stored task), card (GET of the agent card), ws (SendMessage as one masked
 text frame on a WebSocket connection of the A2A WebSocket binding),
 rest-send and rest-get (SendMessage and GetTask over the HTTP+JSON binding:
-POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}). --callgrind runs this script
+POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}); and two refusals,
+what a flooding source costs Beacon: limited (SendMessage from a source over
+`[limits] rate = 1, burst = 1`: 429) and too-large (a POST declaring and
+sending max_body + 1 bytes: 413). A workload whose answer closes the
+connection opens a new one for the next request, and that is counted too. --callgrind runs this script
 twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
 the difference of the instruction counts by 1,000: the same figure for the
 same code on any run, whatever else the machine does. What it leaves out
@@ -35,11 +39,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.internet.error import ConnectionDone
 from twisted.logger import globalLogBeginner
+from twisted.python.failure import Failure
 
 from beacon.bindings._edge import Container
 from beacon.bindings._http import BeaconSite
@@ -49,6 +56,7 @@ from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
 
 WARM_UP = 200
+CLOSED = Failure(ConnectionDone())
 PEER = IPv4Address("TCP", "127.0.0.1", 40000)
 HOST = IPv4Address("TCP", "127.0.0.1", 8080)
 
@@ -98,18 +106,23 @@ def measure(workload: str, count: int) -> float:
     """Run C{count} requests after a warm-up; CPU seconds per request."""
     devnull = open(os.devnull, "w")
     globalLogBeginner.beginLoggingTo([text_file_observer(devnull)], redirectStandardIO=False)
-    config = build_config({"limits": {"rate": 0}})
+    limits = {"rate": 1, "burst": 1} if workload == "limited" else {"rate": 0}
+    config = build_config({"limits": limits})
     clock = Clock()
     clock.advance(1_800_000_000)
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
-    if workload == "ws":
-        channel = resources.websocket.buildProtocol(PEER)
-    else:
-        channel = site.buildProtocol(PEER)
-    transport = StringTransport(peerAddress=PEER, hostAddress=HOST)
-    channel.makeConnection(transport)
+    def connect() -> tuple[Any, StringTransport]:
+        if workload == "ws":
+            channel = resources.websocket.buildProtocol(PEER)
+        else:
+            channel = site.buildProtocol(PEER)
+        transport = StringTransport(peerAddress=PEER, hostAddress=HOST)
+        channel.makeConnection(transport)
+        return channel, transport
+
+    channel, transport = connect()
     if workload == "ws":
         channel.dataReceived(
             b"GET /a2a/ws HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUpgrade: websocket\r\n"
@@ -137,6 +150,10 @@ def measure(workload: str, count: int) -> float:
                 b'{"jsonrpc":"2.0","id":%d,"method":"GetTask","params":{"id":"%s"}}'
                 % (n, task_id.encode())
             )
+        if workload == "limited":
+            return post(send_body(n))
+        if workload == "too-large":
+            return post(b"x" * (config.limits.max_body + 1))
         if workload == "rest-send":
             return rest_post(rest_body(n))
         if workload == "rest-get":
@@ -146,10 +163,16 @@ def measure(workload: str, count: int) -> float:
             )
         return b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
 
+    expected = {"limited": b"HTTP/1.1 429 ", "too-large": b"HTTP/1.1 413 "}.get(
+        workload, b"HTTP/1.1 200 "
+    )
     requests = [request(n) for n in range(WARM_UP + count)]
     for data in requests[:WARM_UP]:
         channel.dataReceived(data)
         transport.clear()
+        if transport.disconnecting:
+            channel.connectionLost(CLOSED)
+            channel, transport = connect()
     started = time.process_time()
     for data in requests[WARM_UP:]:
         channel.dataReceived(data)
@@ -157,9 +180,12 @@ def measure(workload: str, count: int) -> float:
         if workload == "ws":
             if b"TASK_STATE_SUBMITTED" not in answer:
                 raise SystemExit(f"unexpected answer: {answer[:200]!r}")
-        elif not answer.startswith(b"HTTP/1.1 200 "):
+        elif not answer.startswith(expected):
             raise SystemExit(f"unexpected answer: {answer[:200]!r}")
         transport.clear()
+        if transport.disconnecting:
+            channel.connectionLost(CLOSED)
+            channel, transport = connect()
     return (time.process_time() - started) / count
 
 
@@ -186,7 +212,7 @@ def callgrind(workload: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=("send", "get", "card", "ws", "rest-send", "rest-get"))
+    parser.add_argument("workload", choices=("send", "get", "card", "ws", "rest-send", "rest-get", "limited", "too-large"))
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
     args = parser.parse_args()
