@@ -30,6 +30,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
+from beacon.bindings import _direct
 from beacon.bindings._direct import DirectChannel, IDirectResource, direct_resource
 from beacon.bindings._edge import MAX_HEAD
 from beacon.bindings._edge import Container
@@ -240,6 +241,67 @@ def test_other_requests_are_handed_to_twisted_web(request_bytes: bytes) -> None:
     web, _, _ = Server(direct=False).exchange(request_bytes)
     assert channel.http is not None
     assert comparable(direct) == comparable(web)
+
+
+#: What a source over its rate sends, after one SendMessage that empties
+#: its bucket ([limits] rate = 1, burst = 1), each twice: the JSON-RPC
+#: endpoint answers a POST from its head (IHeadGate), the second time with
+#: the response it kept.
+OVER_THE_RATE = {
+    "SendMessage": (post(SEND), 429),
+    "SendMessage to the endpoint with a slash": (post(SEND, b"/a2a/v1/"), 429),
+    "SendMessage, Connection: close": (post(SEND, headers=b"Connection: close\r\n"), 429),
+    "unparsable JSON": (post(b"{nope"), 429),
+    "wrong media type": (post(SEND).replace(b"application/json", b"text/plain"), 429),
+    "GET of the endpoint": (get(b"/a2a/v1"), 405),
+    "under the endpoint": (post(SEND, b"/a2a/v1/more"), 404),
+    "HEAD of the endpoint": (get(b"/a2a/v1", method=b"HEAD"), 405),
+    "native submission": (post(b"{}", b"/beacon/0.1/submissions"), 429),
+    "HTTP+JSON SendMessage": (post(REST_SEND, b"/a2a/rest/message:send"), 429),
+}
+
+
+@pytest.mark.parametrize("request_bytes, status", OVER_THE_RATE.values(), ids=OVER_THE_RATE.keys())
+@pytest.mark.parametrize("server", [{}, {"server": {"cors_origins": ["https://app.example"]}}], ids=["", "CORS"])
+def test_a_source_over_its_rate_is_refused_as_twisted_web_would(
+    request_bytes: bytes, status: int, server: dict[str, Any]
+) -> None:
+    """
+    Over its rate, a source gets from the direct channel the bytes twisted.web
+    sends, whether its head answers (a POST to the JSON-RPC endpoint) or its
+    rendering does (anything else, and any request when a CORS origin is
+    listed: its 429 carries the CORS headers).
+    """
+    limited = {"limits": {"rate": 1, "burst": 1}, **server}
+    origin = b"Origin: https://app.example\r\n" if server else b""
+    reads = [post(SEND), request_bytes.replace(b"\r\n\r\n", b"\r\n" + origin + b"\r\n", 1)]
+    direct_server = Server(direct=True, **limited)
+    _direct._answers.clear()
+    direct, channel, _ = direct_server.exchange(*reads, reads[1])
+    # The JSON-RPC endpoint's 429 without CORS came from the head, made once.
+    head_answered = status == 429 and not server and b"/a2a/v1" in request_bytes.split(b"\r\n")[0]
+    assert bool(_direct._answers) == head_answered
+    web_server = Server(direct=False, **limited)
+    web, _, _ = web_server.exchange(*reads, reads[1])
+    assert channel.http is None
+    assert comparable(direct) == comparable(web)
+    assert direct.startswith(b"HTTP/1.1 200 OK")
+    assert direct.count(b"HTTP/1.1 %d " % status) == (1 if b"Connection: close" in request_bytes else 2)
+    if status == 429:
+        assert (b"Access-Control-Allow-Origin" in direct) == bool(server)
+    assert len(direct_server.store.submissions) == len(web_server.store.submissions) == 1
+
+
+def test_a_check_from_the_head_takes_no_token() -> None:
+    """
+    A source with tokens left is not answered from the head: its requests
+    are rendered, and each takes one token, once.
+    """
+    server = Server(direct=True, limits={"rate": 1, "burst": 3})
+    answers, _, _ = server.exchange(post(SEND), post(SEND), post(SEND), post(SEND))
+    assert answers.count(b"HTTP/1.1 200 OK") == 3
+    assert answers.count(b"HTTP/1.1 429 ") == 1
+    assert len(server.store.submissions) == 3
 
 
 def test_the_date_comes_from_the_clock() -> None:

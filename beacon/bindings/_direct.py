@@ -168,6 +168,23 @@ class IDirectResource(IResource):
     """
 
 
+class IHeadGate(IDirectResource):
+    """
+    A direct resource that may answer some requests without being rendered:
+    a door refusing a source over its rate answers from the request's head
+    and its peer, at the cost of a few lookups (see L{DirectRequest.answer}).
+    Only the direct channel asks; twisted.web renders every request, and
+    the answer must be the one rendering would give.
+    """
+
+    def answer_head(request: DirectRequest) -> bool:
+        """
+        Answer C{request} with L{DirectRequest.answer} and return True, or
+        return False (having answered nothing, changed nothing) to have it
+        rendered.
+        """
+
+
 def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
     """
     The resource that C{path} addresses under C{root}, and the segments left
@@ -192,10 +209,21 @@ def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
     return (found, []) if IDirectResource.providedBy(found) else None
 
 
-@lru_cache(maxsize=256)
 def _canonical(name: bytes) -> bytes:
-    """The spelling twisted.web gives a header name (C{ETag}, C{Content-Type})."""
-    return next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
+    """
+    The spelling twisted.web gives a header name (C{ETag}, C{Content-Type}),
+    remembered for the first L{MAX_CANONICAL} names.
+    """
+    canonical: bytes = next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
+    if len(_CANONICAL) < MAX_CANONICAL:
+        _CANONICAL[name] = canonical
+    return canonical
+
+
+#: How many header names L{_canonical} remembers (the names Beacon's
+#: resources set are a few dozen).
+MAX_CANONICAL = 256
+_CANONICAL: dict[bytes, bytes] = {}
 
 
 @lru_cache(maxsize=64)
@@ -268,6 +296,7 @@ class DirectRequest:
         self._bodiless = False
         self._disconnected = False
         self._notifications: list[Deferred[None]] = []
+        self._answering: list[bytes] | None = None
         out: dict[bytes, bytes] = {}
         if close:
             out[b"Connection"] = b"close"
@@ -308,7 +337,7 @@ class DirectRequest:
             value = value.encode("utf-8")
         if b"\r" in value or b"\n" in value:
             value = value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
-        self._out[_canonical(name)] = value
+        self._out[_CANONICAL.get(name) or _canonical(name)] = value
 
     def setLastModified(self, when: float) -> object:
         """Set C{Last-Modified}; L{CACHED} when If-Modified-Since holds."""
@@ -378,6 +407,9 @@ class DirectRequest:
         if data and not bodiless:
             self.sentLength += len(data)
             head.append(_chunk(data) if self._chunked else data)
+        if self._answering is not None:
+            self._answering += head
+            return
         self.channel.write(b"".join(head))
 
     def finish(self) -> None:
@@ -399,6 +431,38 @@ class DirectRequest:
             notification.callback(None)
         self.channel.request_done(self, self._close)
 
+    def answer(
+        self, code: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes
+    ) -> None:
+        """
+        Answer at once, in full: C{code}, C{headers} (canonical names, in
+        order) and C{body}, as rendering would (the same bytes as
+        C{setResponseCode}, C{setHeader} for each, and C{body} returned from
+        C{render}), with the response's bytes made once per second and kept
+        (at most L{MAX_ANSWERS}): for the answers a flood repeats.
+        """
+        out = self._out
+        key = (code, headers, body, out[b"Date"], self._close, self.method)
+        response = _answers.get(key)
+        if response is None:
+            for name, value in headers:
+                self.setHeader(name, value)
+            self.setResponseCode(code)
+            self.setHeader(b"Content-Length", b"%d" % len(body))
+            self._answering = []
+            self.write(body)
+            response = b"".join(self._answering)
+            if len(_answers) >= MAX_ANSWERS:
+                _answers.clear()
+            _answers[key] = response
+            self._answering = None
+            self.channel.write(response)
+        else:
+            self.startedWriting = True
+            self.sentLength = len(body)
+            self.channel.write(response)
+        self.finish()
+
     def notifyFinish(self) -> Deferred[None]:
         """Fires with None when the response is complete, or fails when the peer goes."""
         notification: Deferred[None] = Deferred()
@@ -415,8 +479,13 @@ class DirectRequest:
     # Rendering.
 
     def render(self, found: Any) -> None:
-        """Render C{found}, as twisted.web's L{server.Request.render} does."""
+        """
+        Render C{found}, as twisted.web's L{server.Request.render} does,
+        unless it is an L{IHeadGate} that answers the request itself.
+        """
         try:
+            if IHeadGate.providedBy(found) and found.answer_head(self):
+                return
             body = found.render(self)
         except Exception:
             self._failed(Failure())
@@ -454,6 +523,12 @@ class DirectRequest:
         self.setHeader(b"Content-Length", b"%d" % len(body))
         self.write(body)
         self.finish()
+
+
+#: How many whole responses L{DirectRequest.answer} keeps made (each is kept
+#: for the second of its C{Date}, so a few per answer a flood repeats).
+MAX_ANSWERS = 64
+_answers: dict[tuple[Any, ...], bytes] = {}
 
 
 def _chunk(data: bytes) -> bytes:
@@ -786,6 +861,7 @@ __all__ = [
     "DirectChannel",
     "DirectRequest",
     "IDirectRequest",
+    "IHeadGate",
     "IDirectResource",
     "direct_resource",
 ]

@@ -250,15 +250,32 @@ def refuse(
     """
     request.setResponseCode(status, reason_phrase(status))
     request.setHeader(b"Content-Type", JSON_TYPE)
-    headers = headers or {}
-    for name, value in headers.items():
-        request.setHeader(name, value)
-    key = (shape, status, code, message, tuple(headers.items()))
+    if headers:
+        for name, value in headers.items():
+            request.setHeader(name, value)
+    return refusal_body(shape, status, code, message, headers)
+
+
+def refusal_body(
+    shape: RefusalShape,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[bytes, bytes] | None = None,
+) -> bytes:
+    """
+    The JSON body of a refusal in C{shape} (see L{refuse}), made once and
+    kept (at most L{MAX_REFUSAL_BODIES} of them).
+    """
+    if headers:
+        key: tuple[Any, ...] = (shape, status, code, message, *headers.items())
+    else:
+        key = (shape, status, code, message)
     body = _refusal_bodies.get(key)
     if body is None:
         if len(_refusal_bodies) >= MAX_REFUSAL_BODIES:
             _refusal_bodies.clear()
-        body = _refusal_bodies[key] = shape(status, code, message, headers)
+        body = _refusal_bodies[key] = shape(status, code, message, headers or {})
     return body
 
 

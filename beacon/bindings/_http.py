@@ -34,7 +34,8 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import lru_cache
+from typing import Any, Callable, NamedTuple
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
@@ -48,7 +49,13 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
 from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct import DirectChannel, IDirectRequest, IDirectResource
+from beacon.bindings._direct import (
+    DirectChannel,
+    DirectRequest,
+    IDirectRequest,
+    IDirectResource,
+    IHeadGate,
+)
 from beacon.bindings._edge import (
     CORS_EXPOSED_HEADERS,
     CORS_MAX_AGE,
@@ -64,6 +71,7 @@ from beacon.bindings._edge import (
     framing_problem,
     is_json_media_type,
     native_refusal,
+    refusal_body,
     refusal_shape,
     refuse,
     reason_phrase,
@@ -583,6 +591,32 @@ class TransportLimits:
         request.setHeader(b"Access-Control-Max-Age", CORS_MAX_AGE)
         return True
 
+    def answer_head(self, request: DirectRequest, shape: RefusalShape = native_refusal) -> bool:
+        """
+        For a door's L{IHeadGate}, on the direct channel, before it renders
+        C{request}: answer at once, with L{DirectRequest.answer}, the 429
+        that L{refusal} would give when the source is over its rate. Nothing
+        else is decided, and no token taken (the rendering's L{refusal}
+        takes it). A request whose rendering adds to a refusal (the CORS
+        headers of a listed origin) or names its source from its headers
+        (trusted proxies) is left to the rendering.
+
+        @return: Whether it was answered.
+        """
+        if self.cors_origins or self.sources.trusts_proxies or self.rate.rate <= 0:
+            return False
+        source = self.sources.resolve(request.getClientAddress(), None)
+        retry = self.rate.refusal(source, self.refusals, log, _RATE_LIMITED, take=False)
+        if retry is None:
+            return False
+        limited = _rate_limited(retry)
+        request.answer(
+            429,
+            limited.answer_headers,
+            refusal_body(shape, 429, "rate_limited", limited.message, limited.headers),
+        )
+        return True
+
     def source_of(self, request: server.Request) -> str:
         """The source of C{request} (see L{SourceResolver})."""
         sources = self.sources
@@ -617,22 +651,10 @@ class TransportLimits:
         """
         if self.cors_origins and self.allow_origin(request):
             request.setHeader(b"Access-Control-Expose-Headers", CORS_EXPOSED_HEADERS)
-        retry = self.rate.refusal(
-            source,
-            self.refusals,
-            log,
-            "http.rate_limited: source {source} is over {rate}/s (burst {burst}); "
-            "refusing until it slows down",
-        )
+        retry = self.rate.refusal(source, self.refusals, log, _RATE_LIMITED)
         if retry is not None:
-            return refuse(
-                request,
-                429,
-                "rate_limited",
-                f"too many requests from this source; retry after {retry} s",
-                {b"Retry-After": str(retry).encode("ascii")},
-                shape,
-            )
+            limited = _rate_limited(retry)
+            return refuse(request, 429, "rate_limited", limited.message, limited.headers, shape)
         if json_body and not is_json_media_type(request.getHeader(b"Content-Type"), media):
             self.refusals["unsupported_media_type"] += 1
             return refuse(
@@ -677,6 +699,35 @@ class TransportLimits:
                 shape,
             )
         return None
+
+
+#: What a door warns when a source starts being refused over its rate.
+_RATE_LIMITED = (
+    "http.rate_limited: source {source} is over {rate}/s (burst {burst}); "
+    "refusing until it slows down"
+)
+
+
+class _RateLimited(NamedTuple):
+    """A 429's message, its headers for L{refuse}, and all its headers in order."""
+
+    message: str
+    headers: dict[bytes, bytes]
+    answer_headers: tuple[tuple[bytes, bytes], ...]
+
+
+@lru_cache(maxsize=64)
+def _rate_limited(retry: int) -> _RateLimited:
+    """
+    What a 429 naming C{retry} seconds says: made once per value, as a
+    flooding source is refused with the same few.
+    """
+    headers = {b"Retry-After": str(retry).encode("ascii")}
+    return _RateLimited(
+        f"too many requests from this source; retry after {retry} s",
+        headers,
+        ((b"Content-Type", JSON_TYPE), *headers.items()),
+    )
 
 
 def _header(request: server.Request, name: bytes) -> str | None:
@@ -771,8 +822,20 @@ class JSONRPCResource(MethodsResource):
         self.cors = limits
         if source is None:
             # Its render reads no more of a request than the direct channel
-            # offers (a source callable may read anything).
-            alsoProvides(self, IDirectResource)
+            # offers (a source callable may read anything); with limits, the
+            # direct channel may have it refuse a source over its rate from
+            # the request's head.
+            alsoProvides(self, IDirectResource if limits is None else IHeadGate)
+
+    def answer_head(self, request: DirectRequest) -> bool:
+        """
+        L{IHeadGate}: a POST to this endpoint from a source over its rate
+        is answered 429 from its head (L{TransportLimits.answer_head}).
+        """
+        if request.method != b"POST" or (request.postpath and request.postpath != [b""]):
+            return False
+        assert self._limits is not None
+        return self._limits.answer_head(request)
 
     def render_POST(self, request: server.Request) -> bytes | int:
         if self._limits is not None:

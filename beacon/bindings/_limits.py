@@ -14,7 +14,7 @@ import ipaddress
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, MutableMapping, Sequence
+from typing import Iterable, MutableMapping, NamedTuple, Sequence
 
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
@@ -23,17 +23,17 @@ from twisted.logger import Logger
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-@dataclass
+@dataclass(slots=True)
 class _Bucket:
     tokens: float
     stamp: float
     limited: bool = False
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(NamedTuple):
     """
-    The rate limiter's answer.
+    The rate limiter's answer (a tuple: made for every request a flooding
+    source sends, it costs no more than one).
 
     @ivar retry_after: 0 when admitted; otherwise the seconds until the
         source may send again.
@@ -81,9 +81,13 @@ class RateLimiter:
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def admit(self, source: str) -> Admission:
+    def admit(self, source: str, take: bool = True) -> Admission:
         """
         Take one token from C{source}'s bucket, if there is one.
+
+        @param take: With False, take none: the answer is the refusal that
+            admitting would give now, or admitted with the token left in
+            the bucket (for a check before the one that takes it).
         """
         if self.rate <= 0:
             return _ADMITTED
@@ -100,8 +104,9 @@ class RateLimiter:
             bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.rate)
             bucket.stamp = now
         if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            bucket.limited = False
+            if take:
+                bucket.tokens -= 1.0
+                bucket.limited = False
             return _ADMITTED
         first = not bucket.limited
         bucket.limited = True
@@ -109,7 +114,12 @@ class RateLimiter:
 
 
     def refusal(
-        self, source: str, refusals: MutableMapping[str, int], log: Logger, said: str
+        self,
+        source: str,
+        refusals: MutableMapping[str, int],
+        log: Logger,
+        said: str,
+        take: bool = True,
     ) -> int | None:
         """
         Take one of C{source}'s tokens for a request at a door that answers
@@ -120,10 +130,11 @@ class RateLimiter:
         @param log: The door's logger, and C{said} what it warns (a format
             given C{source}, C{rate} and C{burst}) the first time a source is
             refused in a run of refusals, not for every one.
+        @param take: See L{admit}.
         @return: None when admitted; otherwise the whole seconds (at least
             one) to retry after.
         """
-        admission = self.admit(source)
+        admission = self.admit(source, take)
         if admission.admitted:
             return None
         refusals["rate_limited"] += 1
