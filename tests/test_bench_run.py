@@ -13,6 +13,7 @@ import argparse
 import importlib.machinery
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -142,11 +143,10 @@ def test_report_postgres_refusals_pair_and_grpc() -> None:
             cell("send", "1", "beacon", rnd, 2000.0),
             cell("send", "16", "beacon-pg", rnd, 3000.0), cell("send", "16", "a2a-sdk-pg", rnd, 200.0),
             cell("send", "64", "beacon-pg", rnd, 3000.0), cell("send", "64", "a2a-sdk-pg", rnd, 400.0),
-            cell("card", "64", "beacon", rnd, 10000.0),
-            cell("refuse-429", "64", "beacon-limited", rnd, 12000.0, admitted=3),
-            cell("refuse-ws", "ws 1x64", "beacon-limited", rnd, 5000.0),
-            cell("refuse-413", "64", "beacon", rnd, 10000.0),
-            cell("card-close", "64", "beacon", rnd, 4000.0),
+            cell("card", "64", "beacon", rnd, 10000.0, cpu_us=40.0),
+            cell("refuse-429", "64", "beacon-limited", rnd, 12000.0, admitted=3, cpu_us=32.0 + rnd * 8),
+            cell("refuse-ws", "ws 1x64", "beacon-limited", rnd, 5000.0, cpu_us=20.0),
+            cell("refuse-413", "64", "beacon", rnd, 10000.0, cpu_us=80.0),
             cell("pair", "64", "beacon-pg-a", rnd, 1000.0, cpu={"beacon-pg-a": 90.0, "machine": 150.0}),
             cell("pair", "2x64", "beacon-pg-a+beacon-pg-b", rnd, 1600.0, split=[800.0, 800.0],
                  cpu={"beacon-pg-a": 80.0, "beacon-pg-b": 80.0, "machine": 199.0}),
@@ -164,12 +164,17 @@ def test_report_postgres_refusals_pair_and_grpc() -> None:
     assert "Median pair/one: 1.60." in text
     assert "machine 199 %" in text
 
-    assert "| 429s, one source flooding SendMessage over HTTP | 64 | beacon-limited | 12000 | 0.50 | 2.00 | 6 | 0 | 10000 | 1.20 |" in text
-    assert "refusals/s over card req/s | 0.50 | >= 1 | NOT met |" in text  # the WebSocket's
-    assert "| 413s, declared Content-Length over max_body: refusals/s over card req/s | 1.00 | >= 1 | met |" in text
-
-    assert "gave 4000 req/s; 413s over that: 2.50." in text
-    assert "| 413s over the card on a new connection each (shown) | 2.50 | none | shown |" in text
+    # Round 1: the 429 cost 40 us, as the card; round 2: 48 us. CPU ratios 1.0 and 0.83, median 0.92.
+    assert ("| 429s, one source flooding SendMessage over HTTP | 64 | beacon-limited | 12000 | 0.50 | 2.00 | 6 | 0 "
+            "| 10000 | 1.20 | 44.0 | 40.0 | 0.92 |") in text
+    assert ("| 429s, one source flooding SendMessage over HTTP: Beacon's CPU per card answer over its CPU per "
+            "refusal | 0.92 | >= 1 | NOT met |") in text
+    assert "| 429s, one source flooding SendMessage over HTTP: refusals/s over card req/s (shown) | 1.20 | none | shown |" in text
+    assert ("| -31429 refusals, one WebSocket flooding frames: Beacon's CPU per card answer over its CPU per "
+            "refusal | 2.00 | >= 1 | met |") in text
+    assert ("| 413s, declared Content-Length over max_body: Beacon's CPU per card answer over its CPU per "
+            "refusal | 0.50 | >= 1 | NOT met |") in text
+    assert "| 413s, declared Content-Length over max_body: refusals/s over card req/s (shown) | 1.00 | none | shown |" in text
     assert "SendMessage over gRPC: not run: no grpc_load.py." in text
     assert "| SendMessage (gRPC) | 16 | beacon | not run: no grpc_load.py |" in text
     assert "## What each row means" in text
@@ -212,3 +217,15 @@ def test_grpc_row_says_why_it_cannot_run(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(bench, "GRPC_LOAD", tmp_path / "grpc_load.py")
     why = bench.grpc_unavailable()
     assert why is not None and "bench/grpc_load.py is not here" in why
+
+
+def test_charge_is_server_cpu_per_right_answer() -> None:
+    """A cell's CPU cost: the server's clock ticks over the cell, in microseconds per right answer."""
+    hz = os.sysconf("SC_CLK_TCK")
+    charged = bench.Cell("card", "64", "beacon", 1, ok=2000)
+    bench.charge(charged, 1000, 1000 + hz)  # one second of CPU for 2000 answers
+    assert charged.cpu_us == 500.0
+    for before, after, ok in ((None, 5, 10), (5, None, 10), (5, 9, 0)):
+        uncharged = bench.Cell("card", "64", "beacon", 1, ok=ok)
+        bench.charge(uncharged, before, after)
+        assert uncharged.cpu_us is None

@@ -8,11 +8,8 @@
 --              Content-Length declaring them, the body sent whole (wrk sends
 --              only complete requests). Right answer: HTTP 413 whose body
 --              names "too_large", given from the declared length, before the
---              body is read. Beacon closes the connection after it (the
---              body is unread), so wrk connects again for every request.
---   card       The baseline of the 413s: GET of the agent card with
---              Connection: close, a new connection per request as for the
---              413s. Right answer: HTTP 200 naming supportedInterfaces.
+--              body is read; Beacon then reads and drops the body and keeps
+--              the connection.
 -- done() prints the BENCH_RESULT line of common.lua plus "admitted".
 
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
@@ -32,8 +29,6 @@ function init(args)
    kind = args[1] or "429"
    if kind == "413" then
       declared = wrk.format(nil, nil, nil, string.rep(" ", tonumber(args[2] or "65537")))
-   elseif kind == "card" then
-      declared = wrk.format("GET", nil, { ["Host"] = wrk.host, ["Connection"] = "close" }, nil)
    else
       tag = (args[2] or "run") .. "-" .. tostring(thread_id or 0)
    end
@@ -53,11 +48,7 @@ function request()
 end
 
 function response(status, headers, body)
-   if kind == "card" then
-      if status ~= 200 or not string.find(body or "", '"supportedInterfaces"', 1, true) then
-         bad = bad + 1
-      end
-   elseif kind == "413" then
+   if kind == "413" then
       if status ~= 413 or not string.find(body or "", '"too_large"', 1, true) then
          bad = bad + 1
       end
