@@ -197,14 +197,22 @@ class LimitedRequest(CappedRequest):
             refusals[reason] += 1
 
     def refuse_too_large(self) -> None:
-        """413 in the shape of the request's door, counted and logged."""
+        """
+        413 in the shape of the request's door, counted and logged (through
+        the site's L{Refusals.too_large}: a line per source an interval at
+        most), then close.
+        """
         limit = self.body_limit()
-        self._count_refusal("too_large")
-        log.warn(
-            "http.too_large: refused a request body over {limit} bytes from {source}",
-            limit=limit,
-            source=self._peer_host(),
-        )
+        refusals = self._site_value("refusals", None)
+        clock = self._site_value("reactor", None)
+        if refusals is not None and clock is not None:
+            refusals.too_large(self._peer_host(), limit, clock)
+        else:
+            log.warn(
+                "http.too_large: refused a request body over {limit} bytes from {source}",
+                limit=limit,
+                source=self._peer_host(),
+            )
         # In the shape of the door the request was for (its resource is not
         # reached: the request is not whole).
         shape = refusal_shape(self._site_value("resource", None), self.target)
@@ -408,6 +416,11 @@ class BeaconSite(server.Site):
         #: This listener's refusals (the public site shares its
         #: L{TransportLimits}' when Beacon's metrics are on).
         self.refusals = Refusals()
+
+    def stopFactory(self) -> None:
+        """No longer listening: log what the throttled refusal lines have counted."""
+        super().stopFactory()
+        self.refusals.stop_logging()
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
@@ -662,12 +675,8 @@ class TransportLimits:
         size = content.seek(0, 2)
         content.seek(0)
         if size > self.max_body:
-            self.refusals["too_large"] += 1
-            log.warn(
-                "http.too_large: refused a request body over {limit} bytes from {source}",
-                limit=self.max_body,
-                source=source,
-            )
+            # Counted and logged as the sites' refusals are (one throttle).
+            self.refusals.too_large(source, self.max_body, self.rate.clock)
             return refuse(
                 request,
                 413,
