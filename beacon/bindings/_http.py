@@ -16,8 +16,11 @@ Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
         Transport refusals, before any JSON is parsed:
         -> 413 {"error":{"code":"too_large","message":...}}
            body over [limits] max_body (inclusive cap); a declared
-           Content-Length over the cap is refused at once and the
-           connection closed, without reading the body
+           Content-Length over the cap is refused at once, before the
+           body: on the direct channel, when it is over by at most
+           DISCARD_MAX (256 KiB), the body is then read and dropped and
+           the connection kept; otherwise (longer, or on twisted.web's
+           path) the connection is closed without reading the body
         -> 429 {"error":{"code":"rate_limited","message":...}} + Retry-After
         -> 401 {"error":{"code":"unauthenticated","message":...}} +
            WWW-Authenticate, when [auth] is configured and neither
@@ -101,7 +104,10 @@ class LimitedRequest(CappedRequest):
     A request that never buffers more than its site's C{max_body} bytes of
     body. Over the cap it answers 413 at once and closes the connection:
     when the declared Content-Length is over, before reading the body; when a
-    chunked or streamed body grows over, as soon as it does.
+    chunked or streamed body grows over, as soon as it does. (The direct
+    channel answers a declared length over the cap by at most its
+    C{DISCARD_MAX} itself and keeps the connection; this request, on
+    twisted.web's path, always closes it.)
 
     Its site also bounds its time (see L{BeaconSite}): the request line and
     headers must arrive within C{header_timeout} of their first byte, and
