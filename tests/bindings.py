@@ -321,10 +321,15 @@ class World:
         return task_id
 
     def close(self) -> None:
-        """Close every client connection, then stop the WebSocket service."""
+        """
+        Close every client connection, then stop the WebSocket service and
+        the sites, as their listeners stop.
+        """
         for connection in list(self.connections):
             connection.close()
         self.websocket.stopService()
+        for site in (self.public_site, self.unix_site, self.bearer_site):
+            site.stopFactory()
         for end in self._sockets:
             end.close()
         self._sockets = []

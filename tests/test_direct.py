@@ -4,6 +4,11 @@ twisted.web answers, byte for byte but the Date; it hands anything that is
 not plain to twisted.web, after the request in flight; it keeps answers in
 order, bounds what it buffers, stops reading while the peer does not read,
 and keeps the site's deadlines and idle timeout.
+
+One documented difference (L{REFUSED_DIRECTLY}): a POST whose declared
+Content-Length is over C{max_body} by at most C{DISCARD_MAX} is answered
+413 by the direct channel itself, its body read and dropped and the
+connection kept; twisted.web answers the same 413 and closes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
@@ -31,11 +36,13 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from beacon.bindings import _direct
-from beacon.bindings._direct import DirectChannel, IDirectResource, direct_resource
-from beacon.bindings._edge import MAX_HEAD
+from beacon.bindings._direct import DISCARD_MAX, DirectChannel, IDirectResource, direct_resource
+from beacon.bindings._edge import MAX_HEAD, error_body
 from beacon.bindings._edge import Container
 from beacon.bindings._http import BeaconSite
-from beacon.config import build_config
+from beacon.bindings._throttle import LogThrottle
+from beacon.bindings.refusals import MAX_LOGGED_SOURCES, Refusals
+from beacon.config import DEFAULT_MAX_BODY, build_config
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
 from websocket_support import wss_send
@@ -57,6 +64,8 @@ REST_SEND = json.dumps(json.loads(SEND)["params"]).encode()
 #: Every connection the helpers opened in this test, and those already lost.
 _opened: dict[int, tuple[Any, StringTransport]] = {}
 _lost: set[int] = set()
+#: The sites they were opened on.
+_sites: dict[int, BeaconSite] = {}
 
 
 def lose(channel: Any) -> None:
@@ -73,14 +82,21 @@ def lose(channel: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def lose_connections() -> Iterator[None]:
-    """Every connection a test opened is lost at its end, as its peer would."""
+    """
+    Every connection a test opened is lost at its end, as its peer would,
+    and its site stopped, as its listener would (which logs what the
+    http.too_large throttle has counted).
+    """
     yield
     try:
         for channel, _ in list(_opened.values()):
             lose(channel)
+        for site in _sites.values():
+            site.stopFactory()
     finally:
         _opened.clear()
         _lost.clear()
+        _sites.clear()
 
 
 def post(body: bytes, path: bytes = b"/a2a/v1", headers: bytes = b"") -> bytes:
@@ -198,7 +214,9 @@ HANDED_OVER = {
     "empty segment": get(b"/a2a//v1"),
     "HTTP+JSON, a percent-escape": get(b"/a2a/rest/tasks/a%3Ab", b"A2A-Version: 1.0\r\n"),
     "HTTP+JSON DELETE": get(b"/a2a/rest/tasks/t/pushNotificationConfigs/c", method=b"DELETE"),
-    "HTTP+JSON body over the cap": post(b"x" * 70000, b"/a2a/rest/message:send"),
+    "HTTP+JSON body over the discard bound": post(b"", b"/a2a/rest/message:send").replace(
+        b"Content-Length: 0", b"Content-Length: %d" % (DEFAULT_MAX_BODY + DISCARD_MAX + 1)
+    ),
     "percent-escape": get(b"/.well-known/agent-card%2Ejson"),
     "HTTP/1.0": get(b"/.well-known/agent-card.json").replace(b"HTTP/1.1", b"HTTP/1.0"),
     "absolute form": get(b"http://x/.well-known/agent-card.json").replace(b"GET http", b"GET http"),
@@ -219,7 +237,18 @@ HANDED_OVER = {
         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
     ),
     "head over the direct limit": get(b"/.well-known/agent-card.json", b"X-Big: " + b"a" * MAX_HEAD + b"\r\n"),
+    "body over the discard bound": post(b"x" * (DEFAULT_MAX_BODY + DISCARD_MAX + 1)),
+}
+
+#: The one documented difference between the paths: a declared body over
+#: the cap by at most DISCARD_MAX is refused by the direct channel itself
+#: (413, the same body, its own headers, the connection kept while the body
+#: is dropped); twisted.web refuses it and closes.
+REFUSED_DIRECTLY = {
     "body over the cap": post(b"x" * 70000),
+    "body over the cap by the discard bound": post(b"x" * (DEFAULT_MAX_BODY + DISCARD_MAX)),
+    "HTTP+JSON body over the cap": post(b"x" * 70000, b"/a2a/rest/message:send"),
+    "the card, a body over the cap": post(b"x" * 70000, b"/.well-known/agent-card.json"),
 }
 
 
@@ -302,6 +331,33 @@ def test_a_check_from_the_head_takes_no_token() -> None:
     assert answers.count(b"HTTP/1.1 200 OK") == 3
     assert answers.count(b"HTTP/1.1 429 ") == 1
     assert len(server.store.submissions) == 3
+
+
+def answer_parts(raw: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    """The status line, headers and body of the one answer in C{raw}."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status, *lines = head.split(b"\r\n")
+    return status, dict(line.split(b": ", 1) for line in lines), body
+
+
+@pytest.mark.parametrize("request_bytes", REFUSED_DIRECTLY.values(), ids=REFUSED_DIRECTLY.keys())
+def test_bodies_over_the_cap_within_the_discard_bound_are_refused_directly(request_bytes: bytes) -> None:
+    """The documented difference: the same 413 (status, body, type) as twisted.web's, with a direct answer's headers, and the connection kept, not closed."""
+    direct, channel, direct_transport = Server(direct=True).exchange(request_bytes)
+    web, _, web_transport = Server(direct=False).exchange(request_bytes)
+    assert channel.http is None
+    status, headers, body = answer_parts(direct)
+    web_status, web_headers, web_body = answer_parts(web)
+    assert status == web_status == b"HTTP/1.1 413 Content Too Large"
+    assert body == web_body
+    assert list(headers) == [b"Server", b"Date", b"Content-Type", b"Content-Length"]
+    assert web_headers == {
+        b"Content-Type": headers[b"Content-Type"],
+        b"Content-Length": headers[b"Content-Length"],
+        b"Connection": b"close",
+    }
+    assert not direct_transport.disconnecting
+    assert web_transport.disconnecting
 
 
 def test_the_date_comes_from_the_clock() -> None:
@@ -415,6 +471,7 @@ def connect(site: BeaconSite) -> tuple[Any, StringTransport]:
     transport = StringTransport(peerAddress=PEER)
     channel.makeConnection(transport)
     _opened[id(channel)] = channel, transport
+    _sites[id(site)] = site
     return channel, transport
 
 
@@ -526,6 +583,221 @@ def test_a_closing_connection_that_does_not_drain_is_aborted() -> None:
     transport.abortConnection = lambda: aborted.append(True)  # type: ignore[method-assign]
     clock.advance(15)
     assert aborted == [True]
+
+
+# A declared body over the cap, within the discard bound: 413 at once, the
+# body read and dropped, the connection kept.
+
+#: A POST to the JSON-RPC endpoint declaring a body one byte over the cap.
+OVER = DEFAULT_MAX_BODY + 1
+OVER_HEAD = post(b"").replace(b"Content-Length: 0", b"Content-Length: %d" % OVER)
+TOO_LARGE = error_body("too_large", f"the request body exceeds {DEFAULT_MAX_BODY} bytes")
+CARD = get(b"/.well-known/agent-card.json")
+
+
+def statuses(raw: bytes) -> list[bytes]:
+    return [answer[:3] for answer in raw.split(b"HTTP/1.1 ")[1:]]
+
+
+def test_a_declared_body_over_the_cap_is_refused_at_once_and_dropped_as_it_arrives(logged_events: Any) -> None:
+    """413 before any of the body, counted and logged; the body then arriving in pieces is dropped, never buffered; the next request on the connection is answered 200."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD)
+    raw = transport.value()
+    assert raw == (
+        b"HTTP/1.1 413 Content Too Large\r\nServer: " + transport.value().split(b"Server: ")[1].split(b"\r\n")[0]
+        + b"\r\nDate: Fri, 15 Jan 2027 08:00:00 GMT\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(TOO_LARGE) + TOO_LARGE
+    )
+    assert server.site.refusals["too_large"] == 1
+    [logged] = logged_events.named("http.too_large")
+    assert logged["source"] == "192.0.2.7" and logged["limit"] == DEFAULT_MAX_BODY
+    transport.clear()
+    for piece in (b"x" * 30000, b"x" * 30000, b"x" * (OVER - 60001)):
+        channel.dataReceived(piece)
+        assert channel._buffer == b""
+    channel.dataReceived(b"x")
+    assert transport.value() == b""
+    channel.dataReceived(CARD[:10])
+    channel.dataReceived(CARD[10:])
+    assert statuses(transport.value()) == [b"200"]
+    assert channel.http is None and not transport.disconnecting
+    assert server.store.submissions == {}
+    assert server.site.refusals == {"too_large": 1}
+
+
+def test_the_dropped_body_and_the_next_requests_in_one_read() -> None:
+    """The head, the whole body and two pipelined requests in one read: 413, then both answered in order."""
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(OVER_HEAD + b"x" * OVER + CARD + post(SEND))
+    assert statuses(raw) == [b"413", b"200", b"200"]
+    assert b"TASK_STATE_SUBMITTED" in raw
+    assert len(server.store.submissions) == 1
+    assert channel.http is None and not transport.disconnecting
+
+
+def test_the_body_of_one_refusal_ending_with_the_head_of_another() -> None:
+    """A body dropped, a second over-cap head in the same read: refused too, its body dropped in turn."""
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(
+        OVER_HEAD + b"x" * OVER + OVER_HEAD + b"y" * 1000, b"y" * (OVER - 1000) + CARD
+    )
+    assert statuses(raw) == [b"413", b"413", b"200"]
+    assert server.site.refusals["too_large"] == 2
+
+
+def test_a_dropped_body_that_never_completes_is_cut_off_at_body_timeout(logged_events: Any) -> None:
+    """The body deadline runs while the body is dropped: at body_timeout the connection closes, with the timeout logged and counted, and no second answer."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    server.clock.advance(20)
+    channel.dataReceived(b"x" * 100)
+    server.clock.advance(9.9)
+    assert not transport.disconnecting
+    server.clock.advance(0.1)
+    assert transport.disconnecting
+    assert statuses(transport.value()) == [b"413"]
+    assert server.site.refusals == {"too_large": 1, "request_timeout": 1}
+    [timeout] = logged_events.named("http.request_timeout")
+    assert (timeout["what"], timeout["seconds"]) == ("body", 30)
+
+
+def test_the_body_deadline_runs_from_the_end_of_the_head() -> None:
+    """A head arriving in pieces has the header deadline; once whole, its dropped body has body_timeout from then."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD[:20])
+    server.clock.advance(9)
+    channel.dataReceived(OVER_HEAD[20:])
+    assert statuses(transport.value()) == [b"413"]
+    server.clock.advance(29.9)
+    assert not transport.disconnecting
+    channel.dataReceived(b"x" * OVER + CARD)
+    server.clock.advance(60)
+    assert statuses(transport.value()) == [b"413", b"200"]
+    assert transport.disconnecting, "then the idle timeout"
+    assert server.site.refusals == {"too_large": 1}
+
+
+def test_a_silent_connection_dropping_a_body_is_closed_by_the_idle_timeout() -> None:
+    """Without a body deadline, the idle timeout still closes a connection whose dropped body stopped coming."""
+    clock = Clock()
+    _, site = held_site(clock, max_body=1000, idle_timeout=60, body_timeout=None)
+    channel, transport = connect(site)
+    channel.dataReceived(b"POST /fast HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n" + b"x" * 500)
+    assert statuses(transport.value()) == [b"413"]
+    clock.advance(59)
+    assert not transport.disconnecting
+    clock.advance(1)
+    assert transport.disconnecting
+
+
+def test_flow_control_holds_while_a_body_is_dropped() -> None:
+    """A peer that does not read its 413 is not read from until it does; then the body is dropped and the next request answered."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD)
+    channel.pauseProducing()
+    assert transport.producerState == "paused"
+    channel.resumeProducing()
+    assert transport.producerState == "producing"
+    channel.dataReceived(b"x" * OVER + CARD)
+    assert statuses(transport.value()) == [b"413", b"200"]
+
+
+def test_at_the_discard_bound_the_body_is_dropped_and_beyond_it_handed_over() -> None:
+    """A declared length of max_body + DISCARD_MAX is refused directly, the connection kept; one byte more is twisted.web's: 413 and close."""
+    at = post(b"").replace(b"Content-Length: 0", b"Content-Length: %d" % (DEFAULT_MAX_BODY + DISCARD_MAX))
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(at)
+    assert statuses(raw) == [b"413"] and channel.http is None and not transport.disconnecting
+    beyond = at.replace(b"%d" % (DEFAULT_MAX_BODY + DISCARD_MAX), b"%d" % (DEFAULT_MAX_BODY + DISCARD_MAX + 1))
+    raw, channel, transport = server.exchange(beyond)
+    assert statuses(raw) == [b"413"]
+    assert channel.http is not None
+    assert b"\r\nConnection: close\r\n" in raw and transport.disconnecting
+    assert server.site.refusals == {"too_large": 2}
+
+
+def test_connection_close_on_a_refused_body_closes_without_dropping_it() -> None:
+    """With Connection: close the 413 says so and the connection closes: nothing more is read."""
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(
+        OVER_HEAD.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n") + b"x" * OVER + CARD
+    )
+    assert statuses(raw) == [b"413"]
+    assert raw.startswith(b"HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nServer: ")
+    assert transport.disconnecting and channel.http is None
+
+
+def test_too_large_is_logged_once_per_source_and_interval(logged_events: Any) -> None:
+    """A flood of refusals from one source: its first logged at once, the rest of the interval one line with their number; another source has its own first line; both HTTP paths share the throttle."""
+    server = Server(direct=True)
+    channel, _ = server.connect()
+    for _ in range(50):
+        channel.dataReceived(OVER_HEAD + b"x" * OVER)
+    # The same source, refused by twisted.web after a hand-over.
+    beyond = OVER_HEAD.replace(b"%d" % OVER, b"%d" % (DEFAULT_MAX_BODY + DISCARD_MAX + 1))
+    _, handed_over, _ = server.exchange(beyond)
+    assert handed_over.http is not None
+    lose(handed_over)
+    other = server.site.buildProtocol(IPv4Address("TCP", "198.51.100.1", 1))
+    other_transport = StringTransport(peerAddress=IPv4Address("TCP", "198.51.100.1", 1))
+    other.makeConnection(other_transport)
+    _opened[id(other)] = other, other_transport
+    other.dataReceived(OVER_HEAD + b"x" * OVER)
+    lose(other)
+    lines = logged_events.named("http.too_large")
+    assert [e["log_format"] for e in lines] == [
+        "http.too_large: refused a request body over {limit} bytes from {source}"
+    ] * 2
+    assert [e["source"] for e in lines] == ["192.0.2.7", "198.51.100.1"]
+    server.clock.advance(60)
+    [summary] = logged_events.named("http.too_large")[2:]
+    assert (summary["source"], summary["count"], summary["limit"]) == ("192.0.2.7", 50, DEFAULT_MAX_BODY)
+    assert server.site.refusals["too_large"] == 52
+    server.clock.advance(60)
+    assert len(logged_events.named("http.too_large")) == 3
+    server.exchange(OVER_HEAD + b"x" * OVER)
+    assert len(logged_events.named("http.too_large")) == 4, "a new interval: its first at once"
+
+
+def test_the_throttle_remembers_a_bounded_number_of_sources(logged_events: Any) -> None:
+    """Past max_kinds sources, those whose line is an interval old are forgotten; while the table is still full, new sources share one kind (one line an interval for all)."""
+    clock = Clock()
+    lines: list[tuple[str, int]] = []
+    throttle = LogThrottle(
+        clock, lambda kind, held: lines.append((kind, sum(held.values()))), max_kinds=2, overflow="*"
+    )
+    for source in ("a", "b", "c", "d", "a"):
+        throttle.note(source, "", lambda source=source: lines.append((source, 1)))
+    # c and d share the overflow kind: c logged, d counted; a counted.
+    assert lines == [("a", 1), ("b", 1), ("c", 1)]
+    assert len(throttle) == 3
+    clock.advance(60)
+    assert sorted(lines[3:]) == [("*", 1), ("a", 1)]
+    clock.advance(60)
+    throttle.note("e", "", lambda: lines.append(("e", 1)))
+    assert lines[-1] == ("e", 1) and len(throttle) == 1, "the others, an interval old, forgotten"
+    assert Refusals()._too_large_log is None
+    refusals = Refusals()
+    refusals.too_large("192.0.2.7", 10, clock)
+    assert refusals._too_large_log is not None
+    assert refusals._too_large_log.max_kinds == MAX_LOGGED_SOURCES
+
+
+def test_stopping_the_site_logs_what_the_throttle_counted(logged_events: Any) -> None:
+    """A site that stops listening logs the refusals counted since the last line at once, and leaves no timer."""
+    server = Server(direct=True)
+    raw, channel, _ = server.exchange(*[OVER_HEAD + b"x" * OVER] * 3)
+    assert statuses(raw) == [b"413"] * 3
+    assert len(logged_events.named("http.too_large")) == 1
+    lose(channel)
+    server.site.stopFactory()
+    assert [e.get("count") for e in logged_events.named("http.too_large")] == [None, 2]
+    assert [c for c in server.clock.getDelayedCalls() if c.active()] == []
 
 
 def test_routes_only_through_beacons_containers() -> None:
@@ -738,6 +1010,19 @@ def requests(draw: Any) -> bytes:
     return head + b"\r\n" + body
 
 
+def within_the_discard_bound(request_bytes: bytes) -> bool:
+    """
+    Whether C{request_bytes} is a POST declaring a Content-Length over the
+    cap by at most DISCARD_MAX: the documented difference (see
+    L{REFUSED_DIRECTLY}), which the generated comparison leaves out.
+    """
+    head = request_bytes.partition(b"\r\n\r\n")[0]
+    declared = re.findall(rb"\r\ncontent-length:[ \t]*([0-9]+)[ \t]*(?=\r\n|$)", head, re.I)
+    return head.startswith(b"POST ") and any(
+        DEFAULT_MAX_BODY < int(value) <= DEFAULT_MAX_BODY + DISCARD_MAX for value in declared
+    )
+
+
 # Every example a search has ever found is pinned here, so that each run
 # checks it whatever the search finds.
 @example(
@@ -757,7 +1042,8 @@ def requests(draw: Any) -> bytes:
 @settings(max_examples=500, deadline=None)
 @given(first=requests(), second=requests())
 def test_direct_and_twisted_web_agree_on_generated_requests(first: bytes, second: bytes) -> None:
-    """Two generated requests on one connection: the direct channel sends what twisted.web sends."""
+    """Two generated requests on one connection: the direct channel sends what twisted.web sends (but for the documented difference, L{REFUSED_DIRECTLY})."""
+    assume(not within_the_discard_bound(first) and not within_the_discard_bound(second))
     direct, _, direct_transport = Server(direct=True).exchange(first + second)
     web, _, web_transport = Server(direct=False).exchange(first + second)
     assert comparable(direct) == comparable(web)

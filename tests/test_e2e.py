@@ -65,6 +65,19 @@ def beacon(launcher: BeaconLauncher) -> Beacon:
     return launcher.start()
 
 
+@pytest.fixture
+def beacon_on_path(launcher: BeaconLauncher, http_path: str) -> Beacon:
+    """
+    A Beacon answering on the run's C{--http-path}: the direct channel (the
+    defaults), or twisted.web alone (C{[server] direct = false}).
+    """
+    if http_path == "direct":
+        return launcher.start()
+    config = launcher.cwd / "twisted-web.toml"
+    config.write_text("[server]\ndirect = false\n", encoding="utf-8")
+    return launcher.start("--config", str(config))
+
+
 # HTTP, the plain way.
 
 
@@ -187,6 +200,44 @@ def raw_exchange(port: int, head: bytes, body_parts: Sequence[bytes] = ()) -> Ra
         except ConnectionResetError:
             closed = True
     return parse_raw(data, closed, send_error)
+
+
+def read_answer(s: socket.socket) -> RawResponse | None:
+    """One answer read from C{s} by its Content-Length; None if the server closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data or len(data) < _answer_length(data):
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return None
+        data += chunk
+    return parse_raw(data, False, None)
+
+
+def _answer_length(data: bytes) -> int:
+    head = data.partition(b"\r\n\r\n")[0]
+    length = re.search(rb"\r\ncontent-length: *([0-9]+)", head, re.I)
+    return len(head) + 4 + (int(length.group(1)) if length else 0)
+
+
+def refused_then_next(
+    port: int, head: bytes, body: bytes, then: bytes
+) -> tuple[RawResponse | None, RawResponse | None]:
+    """
+    On one connection: send C{head} and read its answer before any of the
+    body is sent; then send C{body} and the request C{then}, and read the
+    next answer (None where the server closed the connection instead).
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=HTTP_TIMEOUT) as s:
+        s.sendall(head)
+        first = read_answer(s)
+        try:
+            s.sendall(body + then)
+        except (BrokenPipeError, ConnectionResetError):
+            return first, None
+        return first, read_answer(s)
 
 
 def parse_raw(data: bytes, closed: bool, send_error: str | None) -> RawResponse:
@@ -532,11 +583,29 @@ def test_long_text_at_cap_reaches_jsonrpc(beacon: Beacon) -> None:
     assert response.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
 
 
-def test_body_over_cap_is_413(beacon: Beacon) -> None:
-    """A body of 65,537 bytes is refused with 413 and {"error":{"code":"too_large"}}."""
+def test_body_over_cap_is_413(beacon_on_path: Beacon, http_path: str) -> None:
+    """
+    A body of 65,537 bytes is refused with 413 and {"error":{"code":"too_large"}}
+    before any of it is sent. On the direct channel the connection is kept:
+    the body is read and dropped, and the next request on it is answered;
+    on twisted.web's path the connection is closed.
+    """
+    beacon = beacon_on_path
     body = padded_send_message(MAX_BODY + 1)
-    response = raw_exchange(beacon.port, post_head(f"Content-Length: {len(body)}"), [body])
-    assert_too_large(response)
+    card = f"GET {CARD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode("ascii")
+    refused, following = refused_then_next(
+        beacon.port, post_head(f"Content-Length: {len(body)}"), body, card
+    )
+    assert refused is not None
+    assert_too_large(refused)
+    if http_path == "direct":
+        assert "connection" not in refused.headers
+        assert following is not None and following.status == 200, following
+        assert following.json()["supportedInterfaces"]
+    else:
+        assert refused.headers["connection"] == "close"
+        assert following is None
+    assert_refused_before_the_body(beacon)
     assert "intake.stored" not in beacon.log
 
 
@@ -551,16 +620,18 @@ def assert_refused_before_the_body(beacon: Beacon) -> None:
     assert "http.request_timeout" not in beacon.log, beacon.log
 
 
-def test_declared_length_over_cap_is_413_at_once(beacon: Beacon) -> None:
-    """A declared Content-Length of 10,000,000 with no body sent is answered 413 at once (before any of the body, no timeout) and the connection closed."""
+def test_declared_length_over_cap_is_413_at_once(beacon_on_path: Beacon) -> None:
+    """A declared Content-Length of 10,000,000 (over the cap by more than the direct channel drops) with no body sent is answered 413 at once (before any of the body, no timeout) and the connection closed, on either HTTP path."""
+    beacon = beacon_on_path
     response = raw_exchange(beacon.port, post_head("Content-Length: 10000000"))
     assert_too_large(response)
     assert response.closed, "the connection was left open"
     assert_refused_before_the_body(beacon)
 
 
-def test_chunked_body_over_cap_is_413(beacon: Beacon) -> None:
-    """A chunked body that grows past 65,536 bytes is answered 413 without waiting for its end."""
+def test_chunked_body_over_cap_is_413(beacon_on_path: Beacon) -> None:
+    """A chunked body that grows past 65,536 bytes is answered 413 without waiting for its end, and the connection closed, on either HTTP path."""
+    beacon = beacon_on_path
     chunk = b"4000\r\n" + b" " * 0x4000 + b"\r\n"  # 16,384 bytes of body
     parts = [chunk] * (MAX_BODY // 0x4000 + 1)  # 81,920 bytes, never terminated
     response = raw_exchange(beacon.port, post_head("Transfer-Encoding: chunked"), parts)

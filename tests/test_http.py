@@ -185,6 +185,19 @@ def test_body_over_the_cap_is_413(beacon: Beacon, logged_events: Any) -> None:
     assert logged_events.named("http.too_large")
 
 
+def test_a_flood_of_bodies_over_the_cap_logs_a_line_per_source_and_interval(beacon: Beacon, logged_events: Any) -> None:
+    """The limits' own check of the body cap logs through the refusals' throttle: the first at once, the rest of the interval as one line with their number."""
+    body = b" " * (CAP + 1)
+    for _ in range(20):
+        assert beacon.post(body)[0].code == 413
+    [first] = logged_events.named("http.too_large")
+    assert first["limit"] == CAP and "count" not in first
+    beacon.clock.advance(60)
+    [_, summary] = logged_events.named("http.too_large")
+    assert (summary["count"], summary["limit"], summary["source"]) == (19, CAP, first["source"])
+    assert beacon.limits.refusals["too_large"] == 20
+
+
 def test_rate_limit_refuses_with_retry_after(logged_events: Any) -> None:
     """Past the burst a source gets 429 rate_limited with Retry-After, logged once."""
     beacon = Beacon(rate=1, burst=3)

@@ -14,7 +14,8 @@ renders the addressed resource itself, with a L{DirectRequest}:
       C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;
     - there is exactly one C{Host} line and no C{Transfer-Encoding},
       C{Expect} or C{Upgrade}; a POST declares one C{Content-Length}
-      within the site's C{max_body}, a GET or HEAD none (or 0);
+      within the site's C{max_body} (or over it by at most
+      L{DISCARD_MAX}: see below), a GET or HEAD none (or 0);
     - the path leads through Beacon's own L{Container}s (whose children
       are in C{children} and nowhere else) to a resource that provides
       L{IDirectResource}: one whose C{render} takes any L{IDirectRequest};
@@ -34,9 +35,25 @@ WebSocket test suites run once with the direct channel and once without
 (C{pytest --http-path=twisted.web}). It is switched off with C{[server]
 direct = false} (or C{BeaconSite(direct=False)}).
 
+One answer differs, on purpose. A plain POST whose declared
+C{Content-Length} is over C{max_body} by at most L{DISCARD_MAX} is refused
+here: 413 C{too_large} at once, before any of the body, with the body
+twisted.web's request would send (in the shape of the door the path
+belongs to) but a direct answer's headers (C{Server}, C{Date}, no
+C{Connection: close} unless the request asked to close), counted and
+logged as twisted.web's refusal is; then the declared body is read and
+dropped as it arrives, never buffered, and the connection serves the next
+request. A 413 costs no new connection, as Go's net/http and nginx drop an
+unread body to keep theirs. A longer declared body, a body without a
+declared length (chunked) that grows over the cap, and any request on
+twisted.web's path (C{direct = false}, or a connection already handed
+over) are answered 413 by twisted.web's request, which closes the
+connection.
+
 Its own limits are the site's: the head must arrive within
 C{header_timeout} of its first byte and the body within C{body_timeout}
-of the head (408 and close otherwise); a silent connection is closed after
+of the head (408 and close otherwise; a refused body being dropped is
+closed without a second answer); a silent connection is closed after
 the idle timeout; while a request is in flight at most C{MAX_HEAD} +
 C{max_body} bytes more are buffered before reading pauses; while the peer
 does not read its answers, no further request is read.
@@ -75,12 +92,16 @@ from zope.interface import Attribute, Interface, implementer
 
 
 from beacon.bindings._edge import (
+    JSON_TYPE,
     MAX_HEAD,
     Container,
     MAX_HEADERS,
     connection_tokens,
     field_lines,
+    log_slow,
     reason_phrase,
+    refusal_body,
+    refusal_shape,
     refuse_slow,
 )
 
@@ -89,6 +110,13 @@ log = Logger()
 
 #: Seconds a closing connection may take to drain before it is aborted.
 ABORT_TIMEOUT = 15.0
+
+#: The most bytes of a declared body over C{max_body} that the direct
+#: channel reads and drops, after answering 413, to keep the connection
+#: (256 KiB, as Go's net/http reads of an unread body to reuse its
+#: connection; nginx drops refused bodies likewise). A body declared longer
+#: is refused by twisted.web, which closes the connection.
+DISCARD_MAX = 262144
 
 _REQUEST_LINE = re.compile(
     rb"(GET|HEAD|POST) (/[^ ?#%\x00-\x20\x7f-\xff]*)(\?[^ #\x00-\x20\x7f-\xff]*)? HTTP/1\.1"
@@ -575,6 +603,8 @@ class DirectChannel(Protocol):
         self._idle: Any = None
         self._abort: Any = None
         self._last_activity = 0.0
+        #: Bytes of a refused body still to read and drop.
+        self._discard = 0
 
     # Connection events.
 
@@ -595,6 +625,18 @@ class DirectChannel(Protocol):
         if self._closing:
             return
         self._last_activity = self._clock.seconds()
+        if self._discard:
+            # A refused body: dropped as it comes (nothing is buffered
+            # meanwhile); what follows it is the next request.
+            dropped = min(self._discard, len(data))
+            self._discard -= dropped
+            if self._discard:
+                return
+            self._cancel_deadline()
+            data = data[dropped:]
+            if not data:
+                self._read_requests()
+                return
         self._buffer = self._buffer + data if self._buffer else data
         if self._current is None:
             self._read_requests()
@@ -607,6 +649,7 @@ class DirectChannel(Protocol):
         if self._abort is not None and self._abort.active():
             self._abort.cancel()
         self._buffer = b""
+        self._discard = 0
         if self.http is not None:
             self.http.connectionLost(reason)
             return
@@ -698,12 +741,16 @@ class DirectChannel(Protocol):
             return False
         if declared is not None:
             length = int(declared[0])
+        max_body = self._site.max_body
+        over = False
         if method == b"POST":
-            # No declared length, or one over the cap: twisted.web answers.
-            plain = declared is not None and length <= self._site.max_body
+            # No declared length, or one over the cap by more than
+            # DISCARD_MAX: twisted.web answers.
+            plain = declared is not None and length <= max_body
+            over = declared is not None and max_body < length <= max_body + DISCARD_MAX
         else:
             plain = length == 0
-        if not plain:
+        if not (plain or over):
             self._hand_over()
             return False
         target = direct_resource(self._site.resource, path)
@@ -711,6 +758,8 @@ class DirectChannel(Protocol):
             self._hand_over()
             return False
         start = end + 4
+        if over:
+            return self._refuse_too_large(path, headers, buffer, start, length)
         if len(buffer) < start + length:
             return False
         body = buffer[start : start + length]
@@ -726,6 +775,60 @@ class DirectChannel(Protocol):
         self._cancel_deadline()
         request.render(found)
         return True
+
+    def _refuse_too_large(
+        self,
+        path: bytes,
+        headers: dict[bytes, list[bytes]],
+        buffer: bytes,
+        start: int,
+        length: int,
+    ) -> bool:
+        """
+        Answer 413 at once to a request whose declared body of C{length}
+        bytes (from C{start} in C{buffer}) is over the cap, count and log
+        it; then close if it asked to, or drop its body as it arrives.
+
+        @return: Whether the body is all dropped already (the next request
+            may be read).
+        """
+        site = self._site
+        limit = site.max_body
+        assert self.transport is not None
+        source = str(getattr(self.transport.getPeer(), "host", "unknown"))
+        site.refusals.too_large(source, limit, self._clock)
+        body = refusal_body(
+            refusal_shape(site.resource, path),
+            413,
+            "too_large",
+            f"the request body exceeds {limit} bytes",
+        )
+        close = b"close" in connection_tokens(headers.get(b"connection"))
+        # The headers a DirectRequest writes.
+        self.write(
+            b"HTTP/1.1 413 Content Too Large\r\n%sServer: %s\r\nDate: %s\r\n"
+            b"Content-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+            % (
+                b"Connection: close\r\n" if close else b"",
+                _SERVER,
+                self.date(),
+                JSON_TYPE,
+                len(body),
+                body,
+            )
+        )
+        self._cancel_deadline()
+        if close:
+            self._buffer = b""
+            self.close()
+            return False
+        arrived = len(buffer) - start
+        if arrived >= length:
+            self._buffer = buffer[start + length :]
+            return True
+        self._buffer = b""
+        self._discard = length - arrived
+        return False
 
     def request_done(self, request: DirectRequest, close: bool) -> None:
         """C{request}'s response is complete: read the next, or close."""
@@ -808,11 +911,14 @@ class DirectChannel(Protocol):
                 self.transport.resumeProducing()
 
     def _time_arrival(self) -> None:
-        """Start the deadline of what the buffer holds half-arrived."""
-        if not self._buffer:
+        """Start the deadline of what the buffer holds half-arrived (or of a body being dropped)."""
+        if self._discard:
+            phase = "body"
+        elif not self._buffer:
             self._cancel_deadline()
             return
-        phase = "body" if b"\r\n\r\n" in self._buffer[: MAX_HEAD + 4] else "headers"
+        else:
+            phase = "body" if b"\r\n\r\n" in self._buffer[: MAX_HEAD + 4] else "headers"
         if phase == self._phase:
             return
         self._cancel_deadline()
@@ -825,6 +931,13 @@ class DirectChannel(Protocol):
     def _too_slow(self, what: str, seconds: float) -> None:
         self._deadline = self._phase = None
         self._site.refusals["request_timeout"] += 1
+        if self._discard:
+            # A refused body that did not come: its 413 is sent, so no
+            # second answer, only the close.
+            self._discard = 0
+            log_slow(self, what, seconds)
+            self.close()
+            return
         refuse_slow(self, what, seconds)
 
     def _cancel_deadline(self) -> None:
@@ -858,6 +971,7 @@ class DirectChannel(Protocol):
 
 
 __all__ = [
+    "DISCARD_MAX",
     "DirectChannel",
     "DirectRequest",
     "IDirectRequest",

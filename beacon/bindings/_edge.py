@@ -7,9 +7,10 @@ before a request reaches a policy, said once.
       RFC rules Beacon reads it by (L{connection_tokens},
       L{framing_problem}, L{is_json_media_type});
     - reason phrases (L{reason_phrase}, RFC 9110's);
-    - the one JSON shape of a refusal (L{error_body}), written on a
-      request (L{refuse}) or straight on a connection whose request is
-      still arriving (L{refuse_connection}, L{refuse_slow},
+    - the one JSON shape of a refusal (L{error_body}), encoded once
+      (L{refusal_body}) and written on a request (L{refuse}) or straight
+      on a connection whose request is still arriving
+      (L{refuse_connection}, L{refuse_slow}, L{log_slow},
       L{ConnectionRefusal}); a door may spell its refusals its own way
       (L{RefusalShape}: the HTTP+JSON binding's are google.rpc.Status),
       found for a path before any resource is reached by
@@ -122,6 +123,21 @@ def refuse_slow(channel: Any, what: str, seconds: float) -> None:
     line"}, the C{"headers"} or the C{"body"}) took longer than
     C{seconds}.
     """
+    log_slow(channel, what, seconds)
+    subject = "the request line" if what == "request line" else f"the request's {what}"
+    refuse_connection(
+        channel,
+        b"408 Request Timeout",
+        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
+    )
+
+
+def log_slow(channel: Any, what: str, seconds: float) -> None:
+    """
+    Log C{http.request_timeout}: the C{what} on C{channel} took longer than
+    C{seconds} (L{refuse_slow} answers too; a channel that has answered
+    already only closes).
+    """
     transport = channel.transport
     peer = transport.getPeer() if transport is not None else None
     log.warn(
@@ -129,12 +145,6 @@ def refuse_slow(channel: Any, what: str, seconds: float) -> None:
         what=what,
         source=str(getattr(peer, "host", "unknown")),
         seconds=seconds,
-    )
-    subject = "the request line" if what == "request line" else f"the request's {what}"
-    refuse_connection(
-        channel,
-        b"408 Request Timeout",
-        error_body("request_timeout", f"{subject} took longer than {seconds} s"),
     )
 
 
@@ -261,7 +271,7 @@ def refusal_body(
     status: int,
     code: str,
     message: str,
-    headers: dict[bytes, bytes] | None = None,
+    headers: Mapping[bytes, bytes] | None = None,
 ) -> bytes:
     """
     The JSON body of a refusal in C{shape} (see L{refuse}), made once and
@@ -370,8 +380,10 @@ __all__ = [
     "field_lines",
     "framing_problem",
     "is_json_media_type",
+    "log_slow",
     "native_refusal",
     "reason_phrase",
+    "refusal_body",
     "refusal_shape",
     "refuse",
     "refuse_connection",

@@ -16,8 +16,11 @@ Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
         Transport refusals, before any JSON is parsed:
         -> 413 {"error":{"code":"too_large","message":...}}
            body over [limits] max_body (inclusive cap); a declared
-           Content-Length over the cap is refused at once and the
-           connection closed, without reading the body
+           Content-Length over the cap is refused at once, before the
+           body: on the direct channel, when it is over by at most
+           DISCARD_MAX (256 KiB), the body is then read and dropped and
+           the connection kept; otherwise (longer, or on twisted.web's
+           path) the connection is closed without reading the body
         -> 429 {"error":{"code":"rate_limited","message":...}} + Retry-After
         -> 401 {"error":{"code":"unauthenticated","message":...}} +
            WWW-Authenticate, when [auth] is configured and neither
@@ -109,7 +112,10 @@ class LimitedRequest(CappedRequest):
     A request that never buffers more than its site's C{max_body} bytes of
     body. Over the cap it answers 413 at once and closes the connection:
     when the declared Content-Length is over, before reading the body; when a
-    chunked or streamed body grows over, as soon as it does.
+    chunked or streamed body grows over, as soon as it does. (The direct
+    channel answers a declared length over the cap by at most its
+    C{DISCARD_MAX} itself and keeps the connection; this request, on
+    twisted.web's path, always closes it.)
 
     Its site also bounds its time (see L{BeaconSite}): the request line and
     headers must arrive within C{header_timeout} of their first byte, and
@@ -205,14 +211,22 @@ class LimitedRequest(CappedRequest):
             refusals[reason] += 1
 
     def refuse_too_large(self) -> None:
-        """413 in the shape of the request's door, counted and logged."""
+        """
+        413 in the shape of the request's door, counted and logged (through
+        the site's L{Refusals.too_large}: a line per source an interval at
+        most), then close.
+        """
         limit = self.body_limit()
-        self._count_refusal("too_large")
-        log.warn(
-            "http.too_large: refused a request body over {limit} bytes from {source}",
-            limit=limit,
-            source=self._peer_host(),
-        )
+        refusals = self._site_value("refusals", None)
+        clock = self._site_value("reactor", None)
+        if refusals is not None and clock is not None:
+            refusals.too_large(self._peer_host(), limit, clock)
+        else:
+            log.warn(
+                "http.too_large: refused a request body over {limit} bytes from {source}",
+                limit=limit,
+                source=self._peer_host(),
+            )
         # In the shape of the door the request was for (its resource is not
         # reached: the request is not whole).
         shape = refusal_shape(self._site_value("resource", None), self.target)
@@ -416,6 +430,11 @@ class BeaconSite(server.Site):
         #: This listener's refusals (the public site shares its
         #: L{TransportLimits}' when Beacon's metrics are on).
         self.refusals = Refusals()
+
+    def stopFactory(self) -> None:
+        """No longer listening: log what the throttled refusal lines have counted."""
+        super().stopFactory()
+        self.refusals.stop_logging()
 
     def log(self, request: http.Request) -> None:
         """Write the access log line, if access logging is on."""
@@ -684,12 +703,8 @@ class TransportLimits:
         size = content.seek(0, 2)
         content.seek(0)
         if size > self.max_body:
-            self.refusals["too_large"] += 1
-            log.warn(
-                "http.too_large: refused a request body over {limit} bytes from {source}",
-                limit=self.max_body,
-                source=source,
-            )
+            # Counted and logged as the sites' refusals are (one throttle).
+            self.refusals.too_large(source, self.max_body, self.rate.clock)
             return refuse(
                 request,
                 413,

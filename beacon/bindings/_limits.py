@@ -81,6 +81,11 @@ class RateLimiter:
     def __len__(self) -> int:
         return len(self._buckets)
 
+    @property
+    def clock(self) -> IReactorTime:
+        """The clock the buckets are timed on."""
+        return self._clock
+
     def admit(self, source: str, take: bool = True) -> Admission:
         """
         Take one token from C{source}'s bucket, if there is one.

@@ -11,18 +11,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Protocol
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
+
+from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle
 
 log = Logger()
 
 #: The most characters of anything the peer chose that a log event carries.
 LOG_TEXT_LIMIT = 200
-
-#: Seconds between two lines of one kind of refusal: the rest are counted
-#: and summarised.
-SUMMARY_INTERVAL = 60.0
 
 
 def clip(text: str, limit: int = LOG_TEXT_LIMIT) -> str:
@@ -35,23 +33,20 @@ def clip(text: str, limit: int = LOG_TEXT_LIMIT) -> str:
     return f"{text[:limit]}...[{len(text) - limit} more characters]"
 
 
-class LogSummary:
+class LogSummary(LogThrottle):
     """
     Logs the first event of each kind at once, then counts that kind's
     events for L{SUMMARY_INTERVAL} seconds and logs one C{ws.summary} line
     for them: a flood of refusals writes a line a minute, not a line per
-    refusal. A timer runs only while something is counted.
+    refusal. A timer runs only while something is counted (see
+    L{LogThrottle}).
 
     @ivar counts: Every event noted, by kind, since the start.
     """
 
     def __init__(self, clock: IReactorTime, interval: float = SUMMARY_INTERVAL) -> None:
-        self._clock = clock
-        self.interval = interval
+        super().__init__(clock, _ws_summary, interval)
         self.counts: Counter[str] = Counter()
-        self._logged_at: dict[str, float] = {}
-        self._held: dict[str, Counter[str]] = {}
-        self._call: IDelayedCall | None = None
 
     def note(self, kind: str, detail: str, emit: Callable[[], None]) -> None:
         """
@@ -60,44 +55,16 @@ class LogSummary:
         (a word from a small, fixed set) for the next summary.
         """
         self.counts[kind] += 1
-        now = self._clock.seconds()
-        logged_at = self._logged_at.get(kind)
-        if logged_at is None or (now - logged_at >= self.interval and kind not in self._held):
-            self._logged_at[kind] = now
-            emit()
-            return
-        self._held.setdefault(kind, Counter())[detail] += 1
-        if self._call is None:
-            self._call = self._clock.callLater(
-                max(0.0, logged_at + self.interval - now), self._summarise
-            )
+        super().note(kind, detail, emit)
 
-    def _summarise(self, final: bool = False) -> None:
-        self._call = None
-        now = self._clock.seconds()
-        due: float | None = None
-        for kind in list(self._held):
-            ends = self._logged_at[kind] + self.interval
-            if ends > now and not final:
-                due = ends if due is None else min(due, ends)
-                continue
-            held = self._held.pop(kind)
-            self._logged_at[kind] = now
-            log.info(
-                "ws.summary: {count} more {kind} events since the last line ({details})",
-                kind=kind,
-                count=sum(held.values()),
-                details=", ".join(f"{detail or kind}: {n}" for detail, n in held.most_common()),
-            )
-        if due is not None:
-            self._call = self._clock.callLater(due - now, self._summarise)
 
-    def stop(self) -> None:
-        """Log what is counted now, and stop the timer."""
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-        self._summarise(final=True)
+def _ws_summary(kind: str, held: Counter[str]) -> None:
+    log.info(
+        "ws.summary: {count} more {kind} events since the last line ({details})",
+        kind=kind,
+        count=sum(held.values()),
+        details=", ".join(f"{detail or kind}: {n}" for detail, n in held.most_common()),
+    )
 
 
 def _log_value(value: Any) -> Any:

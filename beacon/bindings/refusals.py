@@ -24,11 +24,29 @@ The reasons are Beacon's own words, never anything a peer sent:
                             close 1008)
     in_flight_limit         a WebSocket request over C{max_in_flight}
     forbidden_origin        a WebSocket upgrade from an origin not allowed
+
+A body over the cap refused by an HTTP door (the direct channel, twisted.web's
+request, the limits' own check) is counted and logged by
+L{Refusals.too_large}: an C{http.too_large} line for a source's first
+refusal, then at most one line per source every L{SUMMARY_INTERVAL}
+seconds with the number refused since its last line, so that a flood of
+413s is not a flood of log lines.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle
+
+log = Logger()
+
+#: The most sources whose C{http.too_large} lines are throttled one by one;
+#: beyond, those of new sources share one line an interval.
+MAX_LOGGED_SOURCES = 10_000
 
 #: Every reason a L{Refusals} counts, in the order the metrics list them.
 REASONS = (
@@ -72,6 +90,37 @@ class Refusals(Counter[str]):
     written.
     """
 
+    #: The throttle of the C{http.too_large} lines (made at the first).
+    _too_large_log: LogThrottle | None = None
+
+    def too_large(self, source: str, limit: int, clock: IReactorTime) -> None:
+        """
+        Count a request body over C{limit} bytes refused from C{source}, and
+        log it: the source's first refusal at once, the next ones within
+        L{SUMMARY_INTERVAL} seconds of its last line counted and logged
+        as one line when the interval ends (timed on C{clock}).
+        """
+        self["too_large"] += 1
+        throttle = self._too_large_log
+        if throttle is None:
+            throttle = self._too_large_log = LogThrottle(
+                clock, _too_large_summary, max_kinds=MAX_LOGGED_SOURCES
+            )
+        throttle.note(
+            source,
+            str(limit),
+            lambda: log.warn(
+                "http.too_large: refused a request body over {limit} bytes from {source}",
+                limit=limit,
+                source=source,
+            ),
+        )
+
+    def stop_logging(self) -> None:
+        """Log what the throttled lines have counted now, and stop their timer."""
+        if self._too_large_log is not None:
+            self._too_large_log.stop()
+
     def error(self, reason: str) -> None:
         """Count a WebSocket frame refused with the ErrorInfo C{reason}."""
         counted = _BY_ERROR.get(reason)
@@ -85,4 +134,15 @@ class Refusals(Counter[str]):
             self[counted] += 1
 
 
-__all__ = ["REASONS", "Refusals"]
+def _too_large_summary(source: str, held: Counter[str]) -> None:
+    limit, _ = held.most_common(1)[0]
+    log.warn(
+        "http.too_large: refused {count} more request bodies over {limit} bytes from "
+        "{source} since the last line",
+        count=sum(held.values()),
+        limit=int(limit),
+        source=source or "other sources",
+    )
+
+
+__all__ = ["MAX_LOGGED_SOURCES", "REASONS", "Refusals"]
