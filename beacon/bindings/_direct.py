@@ -196,20 +196,29 @@ class IDirectResource(IResource):
     """
 
 
+#: A whole answer given without rendering: the status code, the headers
+#: (canonical names, in order) and the body.
+HeadAnswer = tuple[int, tuple[tuple[bytes, bytes], ...], bytes]
+
+
 class IHeadGate(IDirectResource):
     """
     A direct resource that may answer some requests without being rendered:
     a door refusing a source over its rate answers from the request's head
-    and its peer, at the cost of a few lookups (see L{DirectRequest.answer}).
-    Only the direct channel asks; twisted.web renders every request, and
-    the answer must be the one rendering would give.
+    and its peer, at the cost of a few lookups. Only the direct channel
+    asks (once the request has all arrived, before anything else is made
+    for it); twisted.web renders every request, and the answer must be the
+    one rendering would give.
     """
 
-    def answer_head(request: DirectRequest) -> bool:
+    def answer_head(method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
         """
-        Answer C{request} with L{DirectRequest.answer} and return True, or
-        return False (having answered nothing, changed nothing) to have it
-        rendered.
+        The whole answer to a request for C{method} with C{postpath} from
+        C{peer} (the transport's peer address), or None (having changed
+        nothing) to have it rendered. The channel writes it with the headers
+        every answer carries (C{Server}, C{Date}, C{Connection: close} when
+        asked for) and C{Content-Length}, its bytes made once a second and
+        kept (at most L{MAX_ANSWERS}).
         """
 
 
@@ -459,37 +468,24 @@ class DirectRequest:
             notification.callback(None)
         self.channel.request_done(self, self._close)
 
-    def answer(
+    def response(
         self, code: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes
-    ) -> None:
+    ) -> bytes:
         """
-        Answer at once, in full: C{code}, C{headers} (canonical names, in
-        order) and C{body}, as rendering would (the same bytes as
-        C{setResponseCode}, C{setHeader} for each, and C{body} returned from
-        C{render}), with the response's bytes made once per second and kept
-        (at most L{MAX_ANSWERS}): for the answers a flood repeats.
+        The bytes of the whole answer C{code}, C{headers} and C{body}, as
+        rendering would write them (C{setResponseCode}, C{setHeader} for
+        each, C{body} returned from C{render}), without writing them: for a
+        request nothing has been set on, which is then done with.
         """
-        out = self._out
-        key = (code, headers, body, out[b"Date"], self._close, self.method)
-        response = _answers.get(key)
-        if response is None:
-            for name, value in headers:
-                self.setHeader(name, value)
-            self.setResponseCode(code)
-            self.setHeader(b"Content-Length", b"%d" % len(body))
-            self._answering = []
-            self.write(body)
-            response = b"".join(self._answering)
-            if len(_answers) >= MAX_ANSWERS:
-                _answers.clear()
-            _answers[key] = response
-            self._answering = None
-            self.channel.write(response)
-        else:
-            self.startedWriting = True
-            self.sentLength = len(body)
-            self.channel.write(response)
-        self.finish()
+        for name, value in headers:
+            self.setHeader(name, value)
+        self.setResponseCode(code)
+        self.setHeader(b"Content-Length", b"%d" % len(body))
+        self._answering = []
+        self.write(body)
+        response = b"".join(self._answering)
+        self._answering = None
+        return response
 
     def notifyFinish(self) -> Deferred[None]:
         """Fires with None when the response is complete, or fails when the peer goes."""
@@ -507,13 +503,8 @@ class DirectRequest:
     # Rendering.
 
     def render(self, found: Any) -> None:
-        """
-        Render C{found}, as twisted.web's L{server.Request.render} does,
-        unless it is an L{IHeadGate} that answers the request itself.
-        """
+        """Render C{found}, as twisted.web's L{server.Request.render} does."""
         try:
-            if IHeadGate.providedBy(found) and found.answer_head(self):
-                return
             body = found.render(self)
         except Exception:
             self._failed(Failure())
@@ -553,8 +544,8 @@ class DirectRequest:
         self.finish()
 
 
-#: How many whole responses L{DirectRequest.answer} keeps made (each is kept
-#: for the second of its C{Date}, so a few per answer a flood repeats).
+#: How many whole answers of L{IHeadGate}s the direct channel keeps made
+#: (each for the second of its C{Date}: a few per answer a flood repeats).
 MAX_ANSWERS = 64
 _answers: dict[tuple[Any, ...], bytes] = {}
 
@@ -762,12 +753,22 @@ class DirectChannel(Protocol):
             return self._refuse_too_large(path, headers, buffer, start, length)
         if len(buffer) < start + length:
             return False
+        close = b"close" in connection_tokens(headers.get(b"connection"))
+        found, postpath = target
+        if IHeadGate.providedBy(found):
+            answer = found.answer_head(method, postpath, self.transport.getPeer())
+            if answer is not None:
+                self._buffer = buffer[start + length :]
+                self._cancel_deadline()
+                self.write(self._head_answer(method, close, answer))
+                if close:
+                    self.close()
+                    return False
+                return True
         body = buffer[start : start + length]
         self._buffer = buffer[start + length :]
-        close = b"close" in connection_tokens(headers.get(b"connection"))
         query = line.group(3)
         uri = path + query if query else path
-        found, postpath = target
         request = DirectRequest(
             self, method, uri, path, query[1:] if query else None, headers, body, close, postpath
         )
@@ -829,6 +830,19 @@ class DirectChannel(Protocol):
         self._buffer = b""
         self._discard = length - arrived
         return False
+
+    def _head_answer(self, method: bytes, close: bool, answer: HeadAnswer) -> bytes:
+        """The bytes of an L{IHeadGate}'s answer, made once a second and kept."""
+        code, headers, body = answer
+        key = (code, headers, body, self.date(), close, method)
+        response = _answers.get(key)
+        if response is None:
+            made = DirectRequest(self, method, b"", b"", None, {}, b"", close, [])
+            response = made.response(code, headers, body)
+            if len(_answers) >= MAX_ANSWERS:
+                _answers.clear()
+            _answers[key] = response
+        return response
 
     def request_done(self, request: DirectRequest, close: bool) -> None:
         """C{request}'s response is complete: read the next, or close."""
@@ -975,6 +989,7 @@ __all__ = [
     "DirectChannel",
     "DirectRequest",
     "IDirectRequest",
+    "HeadAnswer",
     "IHeadGate",
     "IDirectResource",
     "direct_resource",

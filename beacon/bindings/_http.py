@@ -54,7 +54,7 @@ from zope.interface import alsoProvides, implementer
 from beacon.bindings._auth import SubmitterAuth
 from beacon.bindings._direct import (
     DirectChannel,
-    DirectRequest,
+    HeadAnswer,
     IDirectRequest,
     IDirectResource,
     IHeadGate,
@@ -610,31 +610,30 @@ class TransportLimits:
         request.setHeader(b"Access-Control-Max-Age", CORS_MAX_AGE)
         return True
 
-    def answer_head(self, request: DirectRequest, shape: RefusalShape = native_refusal) -> bool:
+    def answer_head(self, peer: Any, shape: RefusalShape = native_refusal) -> HeadAnswer | None:
         """
-        For a door's L{IHeadGate}, on the direct channel, before it renders
-        C{request}: answer at once, with L{DirectRequest.answer}, the 429
-        that L{refusal} would give when the source is over its rate. Nothing
-        else is decided, and no token taken (the rendering's L{refusal}
-        takes it). A request whose rendering adds to a refusal (the CORS
-        headers of a listed origin) or names its source from its headers
-        (trusted proxies) is left to the rendering.
+        For a door's L{IHeadGate}, on the direct channel, before a request
+        from C{peer} is made or rendered: the 429 that L{refusal} would give
+        when the source is over its rate. Nothing else is decided, and no
+        token taken (the rendering's L{refusal} takes it). A request whose
+        rendering adds to a refusal (the CORS headers of a listed origin) or
+        names its source from its headers (trusted proxies) is left to the
+        rendering.
 
-        @return: Whether it was answered.
+        @return: The answer, or None.
         """
         if self.cors_origins or self.sources.trusts_proxies or self.rate.rate <= 0:
-            return False
-        source = self.sources.resolve(request.getClientAddress(), None)
+            return None
+        source = self.sources.resolve(peer, None)
         retry = self.rate.refusal(source, self.refusals, log, _RATE_LIMITED, take=False)
         if retry is None:
-            return False
+            return None
         limited = _rate_limited(retry)
-        request.answer(
+        return (
             429,
             limited.answer_headers,
             refusal_body(shape, 429, "rate_limited", limited.message, limited.headers),
         )
-        return True
 
     def source_of(self, request: server.Request) -> str:
         """The source of C{request} (see L{SourceResolver})."""
@@ -842,15 +841,15 @@ class JSONRPCResource(MethodsResource):
             # the request's head.
             alsoProvides(self, IDirectResource if limits is None else IHeadGate)
 
-    def answer_head(self, request: DirectRequest) -> bool:
+    def answer_head(self, method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
         """
         L{IHeadGate}: a POST to this endpoint from a source over its rate
         is answered 429 from its head (L{TransportLimits.answer_head}).
         """
-        if request.method != b"POST" or (request.postpath and request.postpath != [b""]):
-            return False
+        if method != b"POST" or (postpath and postpath != [b""]):
+            return None
         assert self._limits is not None
-        return self._limits.answer_head(request)
+        return self._limits.answer_head(peer)
 
     def render_POST(self, request: server.Request) -> bytes | int:
         if self._limits is not None:
