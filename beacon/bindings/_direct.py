@@ -544,7 +544,9 @@ class DirectRequest:
         self.finish()
 
 
-#: How many whole answers of L{IHeadGate}s the direct channel keeps made
+_JSON_CONTENT = ((b"Content-Type", JSON_TYPE),)
+
+#: How many whole answers of L{IHeadGate}s (and 413s) the direct channel keeps made
 #: (each for the second of its C{Date}: a few per answer a flood repeats).
 MAX_ANSWERS = 64
 _answers: dict[tuple[Any, ...], bytes] = {}
@@ -805,19 +807,7 @@ class DirectChannel(Protocol):
             f"the request body exceeds {limit} bytes",
         )
         close = b"close" in connection_tokens(headers.get(b"connection"))
-        # The headers a DirectRequest writes.
-        self.write(
-            b"HTTP/1.1 413 Content Too Large\r\n%sServer: %s\r\nDate: %s\r\n"
-            b"Content-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
-            % (
-                b"Connection: close\r\n" if close else b"",
-                _SERVER,
-                self.date(),
-                JSON_TYPE,
-                len(body),
-                body,
-            )
-        )
+        self.write(self._head_answer(b"POST", close, (413, _JSON_CONTENT, body)))
         self._cancel_deadline()
         if close:
             self._buffer = b""
