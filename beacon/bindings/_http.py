@@ -836,10 +836,11 @@ class JSONRPCResource(MethodsResource):
         self.cors = limits
         if source is None:
             # Its render reads no more of a request than the direct channel
-            # offers (a source callable may read anything); with limits, the
-            # direct channel may have it refuse a source over its rate from
-            # the request's head.
-            alsoProvides(self, IDirectResource if limits is None else IHeadGate)
+            # offers (a source callable may read anything); with a rate
+            # limit, the direct channel may have it refuse a source over its
+            # rate from the request's head.
+            gated = limits is not None and limits.rate.rate > 0
+            alsoProvides(self, IHeadGate if gated else IDirectResource)
 
     def answer_head(self, method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
         """
