@@ -330,6 +330,9 @@ class World:
         self.websocket.stopService()
         for site in (self.public_site, self.unix_site, self.bearer_site):
             site.stopFactory()
+        # The public doors' limits log their throttled refusals too.
+        self.resources.websocket.limits.refusals.stop_logging()
+        self.grpc.refusals.stop_logging()
         for end in self._sockets:
             end.close()
         self._sockets = []

@@ -13,7 +13,7 @@ import hashlib
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from treq.testing import StubTreq
@@ -121,6 +121,10 @@ class Doors:
         content = _sync.successResultOf(response.content())
         return response, json.loads(content) if content else None
 
+    def close(self) -> None:
+        """Stop the doors' throttled refusal lines (their timer)."""
+        self.resources.websocket.limits.refusals.stop_logging()
+
 
 SEND = {
     "jsonrpc": "2.0",
@@ -131,12 +135,14 @@ SEND = {
 
 
 @pytest.fixture
-def doors(tmp_path: Path) -> Doors:
+def doors(tmp_path: Path) -> Iterator[Doors]:
     """Doors that require a bearer token or an API key."""
-    return Doors(
+    opened = Doors(
         tmp_path,
         {"bearer_tokens": [credential_digest(TOKEN)], "api_keys": [credential_digest(API_KEY)]},
     )
+    yield opened
+    opened.close()
 
 
 @pytest.mark.parametrize(

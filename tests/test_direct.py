@@ -781,11 +781,12 @@ def test_the_throttle_remembers_a_bounded_number_of_sources(logged_events: Any) 
     clock.advance(60)
     throttle.note("e", "", lambda: lines.append(("e", 1)))
     assert lines[-1] == ("e", 1) and len(throttle) == 1, "the others, an interval old, forgotten"
-    assert Refusals()._too_large_log is None
+    assert Refusals()._throttles is None
     refusals = Refusals()
     refusals.too_large("192.0.2.7", 10, clock)
-    assert refusals._too_large_log is not None
-    assert refusals._too_large_log.max_kinds == MAX_LOGGED_SOURCES
+    refusals.unauthenticated("192.0.2.7", clock, "http")
+    assert refusals._throttles is not None
+    assert [t.max_kinds for t in refusals._throttles.values()] == [MAX_LOGGED_SOURCES] * 2
 
 
 def test_stopping_the_site_logs_what_the_throttle_counted(logged_events: Any) -> None:
@@ -798,6 +799,36 @@ def test_stopping_the_site_logs_what_the_throttle_counted(logged_events: Any) ->
     server.site.stopFactory()
     assert [e.get("count") for e in logged_events.named("http.too_large")] == [None, 2]
     assert [c for c in server.clock.getDelayedCalls() if c.active()] == []
+
+
+@pytest.mark.parametrize("door, event, what", [("http", "http.unauthenticated", "request"), ("grpc", "a2a.grpc.unauthenticated", "call")])
+def test_refusals_for_want_of_a_credential_are_throttled_per_source(
+    logged_events: Any, door: str, event: str, what: str
+) -> None:
+    """
+    A flood of refusals for want of a credential, as of bodies over the cap:
+    a source's first is logged at once, the rest of the minute as one line
+    with their count; each source has its own; all are counted.
+    """
+    clock = Clock()
+    refusals = Refusals()
+    for _ in range(40):
+        refusals.unauthenticated("192.0.2.7", clock, door)
+    refusals.unauthenticated("198.51.100.1", clock, door)
+    lines = logged_events.named(event)
+    assert [e["log_format"] for e in lines] == [f"{event}: refused a {what} from {{source}}"] * 2
+    assert [e["source"] for e in lines] == ["192.0.2.7", "198.51.100.1"]
+    clock.advance(60)
+    [summary] = logged_events.named(event)[2:]
+    assert (summary["source"], summary["count"]) == ("192.0.2.7", 39)
+    assert summary["log_format"].startswith(f"{event}: refused {{count}} more {what}s from {{source}}")
+    assert refusals["unauthenticated"] == 41
+    # The summary was the source's line of this minute: the next two wait.
+    refusals.unauthenticated("192.0.2.7", clock, door)
+    refusals.unauthenticated("192.0.2.7", clock, door)
+    refusals.stop_logging()
+    assert [e.get("count") for e in logged_events.named(event)[3:]] == [2]
+    assert [c for c in clock.getDelayedCalls() if c.active()] == []
 
 
 def test_routes_only_through_beacons_containers() -> None:

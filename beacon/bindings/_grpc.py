@@ -346,10 +346,7 @@ class GRPCCalls:
         auth = limits.auth
         if auth.enabled:
             if not auth.admits(_joined(metadata, "authorization"), _joined(metadata, "x-api-key")):
-                log.info(
-                    "a2a.grpc.unauthenticated: refused a call from {source}", source=source
-                )
-                self.refusals["unauthenticated"] += 1
+                self.refusals.unauthenticated(source, limits.rate.clock, "grpc")
                 return fail(
                     Refused(
                         grpc.StatusCode.UNAUTHENTICATED,
@@ -665,7 +662,13 @@ class GRPCServer:
             self._reactor.callFromThread(done.callback, None)
 
         threading.Thread(target=wait, name="beacon-grpc-stop", daemon=True).start()
-        return done.addCallback(lambda _: log.info("a2a.grpc.stopped: the gRPC binding stopped"))
+
+        def stopped_now(_: None) -> None:
+            # Log what the throttled refusal lines have counted.
+            self._calls.refusals.stop_logging()
+            log.info("a2a.grpc.stopped: the gRPC binding stopped")
+
+        return done.addCallback(stopped_now)
 
 
 __all__ = [

@@ -686,8 +686,7 @@ class TransportLimits:
         if self.auth.enabled and not self.auth.admits(
             _header(request, b"Authorization"), _header(request, b"X-API-Key")
         ):
-            log.info("http.unauthenticated: refused a request from {source}", source=source)
-            self.refusals["unauthenticated"] += 1
+            self.refusals.unauthenticated(source, self.rate.clock, "http")
             return refuse(
                 request,
                 401,

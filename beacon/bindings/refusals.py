@@ -30,7 +30,9 @@ request, the limits' own check) is counted and logged by
 L{Refusals.too_large}: an C{http.too_large} line for a source's first
 refusal, then at most one line per source every L{SUMMARY_INTERVAL}
 seconds with the number refused since its last line, so that a flood of
-413s is not a flood of log lines.
+413s is not a flood of log lines. A request or call refused for want of a
+credential (C{http.unauthenticated}, C{a2a.grpc.unauthenticated}) is
+logged the same way, by L{Refusals.unauthenticated}.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections import Counter
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle
+from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle, Summarise
 
 log = Logger()
 
@@ -90,8 +92,8 @@ class Refusals(Counter[str]):
     written.
     """
 
-    #: The throttle of the C{http.too_large} lines (made at the first).
-    _too_large_log: LogThrottle | None = None
+    #: The throttles of the logged refusals, by event (made at the first).
+    _throttles: dict[str, LogThrottle] | None = None
 
     def too_large(self, source: str, limit: int, clock: IReactorTime) -> None:
         """
@@ -101,12 +103,7 @@ class Refusals(Counter[str]):
         as one line when the interval ends (timed on C{clock}).
         """
         self["too_large"] += 1
-        throttle = self._too_large_log
-        if throttle is None:
-            throttle = self._too_large_log = LogThrottle(
-                clock, _too_large_summary, max_kinds=MAX_LOGGED_SOURCES
-            )
-        throttle.note(
+        self._throttle("http.too_large", clock, _too_large_summary).note(
             source,
             str(limit),
             lambda: log.warn(
@@ -116,10 +113,33 @@ class Refusals(Counter[str]):
             ),
         )
 
+    def unauthenticated(self, source: str, clock: IReactorTime, door: str) -> None:
+        """
+        Count a request or call refused from C{source} for want of a good
+        credential, and log it, throttled per source as L{too_large} is, as
+        C{door}'s event (L{UNAUTHENTICATED}: C{"http"}, C{"grpc"}).
+        """
+        self["unauthenticated"] += 1
+        said, summary = UNAUTHENTICATED[door]
+        self._throttle(said, clock, _unauthenticated_summary(summary)).note(
+            source, "", lambda: log.info(said, source=source)
+        )
+
+    def _throttle(self, event: str, clock: IReactorTime, summarise: Summarise) -> LogThrottle:
+        throttles = self._throttles
+        if throttles is None:
+            throttles = self._throttles = {}
+        throttle = throttles.get(event)
+        if throttle is None:
+            throttle = throttles[event] = LogThrottle(
+                clock, summarise, max_kinds=MAX_LOGGED_SOURCES
+            )
+        return throttle
+
     def stop_logging(self) -> None:
-        """Log what the throttled lines have counted now, and stop their timer."""
-        if self._too_large_log is not None:
-            self._too_large_log.stop()
+        """Log what the throttled lines have counted now, and stop their timers."""
+        for throttle in (self._throttles or {}).values():
+            throttle.stop()
 
     def error(self, reason: str) -> None:
         """Count a WebSocket frame refused with the ErrorInfo C{reason}."""
@@ -132,6 +152,27 @@ class Refusals(Counter[str]):
         counted = _BY_UPGRADE_STATUS.get(status)
         if counted is not None:
             self[counted] += 1
+
+
+#: What each door logs of a refusal for want of a credential: the line of a
+#: source's first, and of the ones counted since.
+UNAUTHENTICATED = {
+    "http": (
+        "http.unauthenticated: refused a request from {source}",
+        "http.unauthenticated: refused {count} more requests from {source} since the last line",
+    ),
+    "grpc": (
+        "a2a.grpc.unauthenticated: refused a call from {source}",
+        "a2a.grpc.unauthenticated: refused {count} more calls from {source} since the last line",
+    ),
+}
+
+
+def _unauthenticated_summary(said: str) -> Summarise:
+    def summarise(source: str, held: Counter[str]) -> None:
+        log.info(said, count=sum(held.values()), source=source or "other sources")
+
+    return summarise
 
 
 def _too_large_summary(source: str, held: Counter[str]) -> None:
