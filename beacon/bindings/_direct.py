@@ -246,21 +246,10 @@ def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
     return (found, []) if IDirectResource.providedBy(found) else None
 
 
+@lru_cache(maxsize=256)
 def _canonical(name: bytes) -> bytes:
-    """
-    The spelling twisted.web gives a header name (C{ETag}, C{Content-Type}),
-    remembered for the first L{MAX_CANONICAL} names.
-    """
-    canonical: bytes = next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
-    if len(_CANONICAL) < MAX_CANONICAL:
-        _CANONICAL[name] = canonical
-    return canonical
-
-
-#: How many header names L{_canonical} remembers (the names Beacon's
-#: resources set are a few dozen).
-MAX_CANONICAL = 256
-_CANONICAL: dict[bytes, bytes] = {}
+    """The spelling twisted.web gives a header name (C{ETag}, C{Content-Type})."""
+    return next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
 
 
 @lru_cache(maxsize=64)
@@ -374,7 +363,7 @@ class DirectRequest:
             value = value.encode("utf-8")
         if b"\r" in value or b"\n" in value:
             value = value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
-        self._out[_CANONICAL.get(name) or _canonical(name)] = value
+        self._out[_canonical(name)] = value
 
     def setLastModified(self, when: float) -> object:
         """Set C{Last-Modified}; L{CACHED} when If-Modified-Since holds."""
@@ -822,7 +811,10 @@ class DirectChannel(Protocol):
         return False
 
     def _head_answer(self, method: bytes, close: bool, answer: HeadAnswer) -> bytes:
-        """The bytes of an L{IHeadGate}'s answer, made once a second and kept."""
+        """
+        The bytes of an answer given from the head (an L{IHeadGate}'s, or a
+        413 for a declared body over the cap), made once a second and kept.
+        """
         code, headers, body = answer
         key = (code, headers, body, self.date(), close, method)
         response = _answers.get(key)

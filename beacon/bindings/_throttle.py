@@ -2,8 +2,9 @@
 How often a kind of event may reach the log (L{LogThrottle}): its first
 line at once, then at most one line an interval, which counts what was
 left out. The WebSocket binding's summaries (L{beacon.bindings._ws_log})
-and the HTTP doors' C{http.too_large} lines (per source,
-L{beacon.bindings.refusals.Refusals.too_large}) are made by it.
+and the doors' refusal lines per source (C{http.too_large},
+C{http.unauthenticated}, C{a2a.grpc.unauthenticated}:
+L{beacon.bindings.refusals.Refusals}) are made by it.
 """
 
 from __future__ import annotations

@@ -46,8 +46,9 @@ from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle, Summarise
 
 log = Logger()
 
-#: The most sources whose C{http.too_large} lines are throttled one by one;
-#: beyond, those of new sources share one line an interval.
+#: The most sources whose refusal lines (C{http.too_large}, the
+#: C{unauthenticated} ones) are throttled one by one; beyond, those of new
+#: sources share one line an interval.
 MAX_LOGGED_SOURCES = 10_000
 
 #: Every reason a L{Refusals} counts, in the order the metrics list them.
@@ -92,7 +93,8 @@ class Refusals(Counter[str]):
     written.
     """
 
-    #: The throttles of the logged refusals, by event (made at the first).
+    #: The throttles of the logged refusals, by what they log (made at the
+    #: first).
     _throttles: dict[str, LogThrottle] | None = None
 
     def too_large(self, source: str, limit: int, clock: IReactorTime) -> None:
@@ -120,8 +122,8 @@ class Refusals(Counter[str]):
         C{door}'s event (L{UNAUTHENTICATED}: C{"http"}, C{"grpc"}).
         """
         self["unauthenticated"] += 1
-        said, summary = UNAUTHENTICATED[door]
-        self._throttle(said, clock, _unauthenticated_summary(summary)).note(
+        said, summarise = _UNAUTHENTICATED_LINES[door]
+        self._throttle("unauthenticated " + door, clock, summarise).note(
             source, "", lambda: log.info(said, source=source)
         )
 
@@ -173,6 +175,13 @@ def _unauthenticated_summary(said: str) -> Summarise:
         log.info(said, count=sum(held.values()), source=source or "other sources")
 
     return summarise
+
+
+#: Per door: its first line, and the function that logs its summary.
+_UNAUTHENTICATED_LINES = {
+    door: (said, _unauthenticated_summary(summary))
+    for door, (said, summary) in UNAUTHENTICATED.items()
+}
 
 
 def _too_large_summary(source: str, held: Counter[str]) -> None:
