@@ -6,7 +6,8 @@ machine's noise the way req/s does.
 
 Beacon's site (BeaconSite, the A2A resources, the public policy) runs over
 the in-memory store (beacon.testing.MemoryStore) on a Clock, logging as
-`twistd beacon` does (beacon.logs, to /dev/null). Requests go through one
+`twistd beacon` does (beacon.logs' turn-flushed observer, to /dev/null: a
+request's lines written at the end of its turn of the clock). Requests go through one
 channel on a StringTransport, one after another.
 
     .venv/bin/python bench/inprocess.py send           # CPU microseconds per request
@@ -47,6 +48,7 @@ from twisted.internet.testing import StringTransport
 from twisted.internet.error import ConnectionDone
 from twisted.logger import globalLogBeginner
 from twisted.python.failure import Failure
+from twisted.python.threadable import registerAsIOThread
 
 from beacon.bindings._edge import Container
 from beacon.bindings._http import BeaconSite
@@ -102,14 +104,31 @@ def rest_post(body: bytes) -> bytes:
     ) + body
 
 
+class TurnClock(Clock):
+    """
+    A Clock that is a running reactor to L{beacon.logs.TurnFlushedObserver}:
+    the log lines of a request are kept and written at the end of its turn
+    (C{advance(0)} after each request), as C{twistd beacon} writes them.
+    """
+
+    running = True
+
+    def addSystemEventTrigger(self, phase: str, event: str, f: Any, *args: Any) -> None:
+        pass
+
+    def callFromThread(self, f: Any, *args: Any) -> None:
+        f(*args)
+
+
 def measure(workload: str, count: int) -> float:
     """Run C{count} requests after a warm-up; CPU seconds per request."""
     devnull = open(os.devnull, "w")
-    globalLogBeginner.beginLoggingTo([text_file_observer(devnull)], redirectStandardIO=False)
+    registerAsIOThread()
+    clock = TurnClock()
+    clock.advance(1_800_000_000)
+    globalLogBeginner.beginLoggingTo([text_file_observer(devnull, clock)], redirectStandardIO=False)
     limits = {"rate": 1, "burst": 1} if workload == "limited" else {"rate": 0}
     config = build_config({"limits": limits})
-    clock = Clock()
-    clock.advance(1_800_000_000)
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
@@ -169,6 +188,7 @@ def measure(workload: str, count: int) -> float:
     requests = [request(n) for n in range(WARM_UP + count)]
     for data in requests[:WARM_UP]:
         channel.dataReceived(data)
+        clock.advance(0)
         transport.clear()
         if transport.disconnecting:
             channel.connectionLost(CLOSED)
@@ -176,6 +196,7 @@ def measure(workload: str, count: int) -> float:
     started = time.process_time()
     for data in requests[WARM_UP:]:
         channel.dataReceived(data)
+        clock.advance(0)
         answer = transport.value()
         if workload == "ws":
             if b"TASK_STATE_SUBMITTED" not in answer:
