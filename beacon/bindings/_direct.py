@@ -346,7 +346,7 @@ class DirectRequest:
 
     def getClientAddress(self) -> Any:
         """The peer's address."""
-        return self.channel.transport.getPeer()
+        return self.channel.peer
 
     # Writing the response.
 
@@ -587,11 +587,16 @@ class DirectChannel(Protocol):
         self._last_activity = 0.0
         #: Bytes of a refused body still to read and drop.
         self._discard = 0
+        #: The peer's address (the transport's, read once: every request
+        #: asks for it, and a transport makes a new address object each
+        #: time).
+        self.peer: Any = None
 
     # Connection events.
 
     def connectionMade(self) -> None:
         assert self.transport is not None
+        self.peer = self.transport.getPeer()
         if ITCPTransport.providedBy(self.transport):
             # One write per answer: Nagle's algorithm would only delay it.
             self.transport.setTcpNoDelay(True)
@@ -747,7 +752,7 @@ class DirectChannel(Protocol):
         close = b"close" in connection_tokens(headers.get(b"connection"))
         found, postpath = target
         if IHeadGate.providedBy(found):
-            answer = found.answer_head(method, postpath, self.transport.getPeer())
+            answer = found.answer_head(method, postpath, self.peer)
             if answer is not None:
                 self._buffer = buffer[start + length :]
                 self._cancel_deadline()
@@ -787,7 +792,7 @@ class DirectChannel(Protocol):
         site = self._site
         limit = site.max_body
         assert self.transport is not None
-        source = str(getattr(self.transport.getPeer(), "host", "unknown"))
+        source = str(getattr(self.peer, "host", "unknown"))
         site.refusals.too_large(source, limit, self._clock)
         body = refusal_body(
             refusal_shape(site.resource, path),
@@ -950,7 +955,7 @@ class DirectChannel(Protocol):
             assert self.transport is not None
             log.info(
                 "http.idle_timeout: closed a connection from {source} silent for {seconds} s",
-                source=getattr(self.transport.getPeer(), "host", "unknown"),
+                source=getattr(self.peer, "host", "unknown"),
                 seconds=timeout,
             )
             self.close()
