@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -431,7 +432,7 @@ def test_batch_reports_make_the_store_metrics() -> None:
     metrics = monitoring.metrics
     metrics.measured = True
     monitoring.pending.value = 10
-    odd = Submission(**{**submission(9).__dict__, "door": "x-peer-chosen", "kind": "weird"})
+    odd = replace(submission(9), door="x-peer-chosen", kind="weird")
     native = (submission(1, door="native"), submission(2, door="native"))
     metrics.batch(BatchReport(3, 0.004, True, (*native, odd), ()))
     metrics.batch(

@@ -24,6 +24,7 @@ import random
 import sqlite3
 import stat
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -1074,7 +1075,7 @@ async def test_purge(store: Store) -> None:
     purged = await store.get(appended[0].id)
     assert before[0] is not None
     assert purged == StoredTask(
-        submission=Submission(**{**appended[0].__dict__, "content": b""}),
+        submission=replace(appended[0], content=b""),
         state=STATE_REJECTED,
         updated_at_ms=DECIDED_AT,
         note=None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -498,7 +499,7 @@ async def test_unstorable_text_fails_alone(stores: Any) -> None:
     alone = store.append(submission(0))
     good = store.append(submission(1))
     bad = submission(2)
-    bad = type(bad)(**{**bad.__dict__, "message_id": "a\x00b"})
+    bad = replace(bad, message_id="a\x00b")
     with pytest.raises(StoreError, match="message_id"):
         await store.append(bad)
     await alone

@@ -770,9 +770,8 @@ def call_context(
     requested = parse_extensions(
         [v.decode("latin-1") for v in request.requestHeaders.getRawHeaders(b"A2A-Extensions", [])]
     )
-    return CallContext(
-        binding=binding, source=source, version=version, extensions=requested & supported
-    )
+    # Positional (binding, source, version, extensions): see RPCRequest.
+    return CallContext(binding, source, version, requested & supported)
 
 
 def echo_extensions(request: server.Request, context: CallContext) -> None:

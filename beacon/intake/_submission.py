@@ -161,7 +161,7 @@ _canonical_encoder = json.JSONEncoder(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Content:
     """
     A submission's content, ready to store.

@@ -70,7 +70,7 @@ def parse_extensions(values: list[str] | None) -> frozenset[str]:
     return frozenset(uris)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallContext:
     """
     Who is calling, through what, with which service parameters.

@@ -28,7 +28,7 @@ from beacon.protocol import STATE_COMPLETED, STATE_REJECTED
 DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Submission:
     """
     One stored submission, exactly as it is written.
@@ -57,7 +57,7 @@ class Submission:
     sha256: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskStatusRecord:
     """
     A submission's derived status: what the public GetTask may reveal.
