@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -44,6 +46,7 @@ from beacon.protocol import (
     TaskNotFoundError,
     UnsupportedOperationError,
     VersionNotSupportedError,
+    compact_encoder,
     error_object,
     format_timestamp,
     parse_extensions,
@@ -919,4 +922,20 @@ def test_nul_in_a_string_field_is_invalid_params() -> None:
     with pytest.raises(InvalidParamsError):
         parse_send_message(
             {"message": {"messageId": "m\x00", "role": "ROLE_USER", "parts": [{"text": "t"}]}}
+        )
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda children: st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=8), children, max_size=4),
+        max_leaves=24,
+    )
+)
+def test_compact_encoder_writes_what_json_dumps_writes(value: Any) -> None:
+    """The encoder made once writes exactly json.dumps's compact text, keys sorted or not."""
+    for sort_keys in (False, True):
+        assert compact_encoder(sort_keys=sort_keys)(value) == json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys
         )

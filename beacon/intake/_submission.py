@@ -34,6 +34,7 @@ from beacon.protocol import (
     InvalidParamsError,
     Message,
     UnsupportedOperationError,
+    compact_encoder,
 )
 
 KIND_STRUCTURED = "structured"
@@ -153,12 +154,10 @@ def canonical_content(document: dict[str, Any]) -> bytes:
     The canonical bytes of a stored content document (see the module
     docstring).
     """
-    return _canonical_encoder.encode(document).encode("utf-8")
+    return _canonical_encode(document).encode("utf-8")
 
 
-_canonical_encoder = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False
-)
+_canonical_encode = compact_encoder(sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from beacon.protocol._errors import (
     A2AError,
@@ -131,14 +131,49 @@ def _check_encodable(value: Any) -> None:
             stack.extend(item)
 
 
+def compact_encoder(*, sort_keys: bool = False) -> Callable[[Any], str]:
+    """
+    A function serialising a JSON value (of dicts, lists, strings, numbers,
+    booleans and None, without cycles) as compact JSON text: the text of
+    C{json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+    sort_keys=sort_keys)}.
+
+    It is made once, where C{JSONEncoder.encode} makes its C encoder again
+    for every value (and a dict of markers to find cycles, which values
+    built from parsed JSON cannot have): a third of its cost on an answer
+    the size of a receipt. Without the C accelerator it is
+    C{JSONEncoder.encode}.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    iterencode = make(
+        None,  # no markers: no cycle check
+        encoder.default,
+        json.encoder.encode_basestring,
+        None,  # no indent
+        ":",
+        ",",
+        sort_keys,
+        False,  # skipkeys
+        True,  # allow_nan, as JSONEncoder's default
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(iterencode(value, 0))
+
+    return encode
+
+
 def dumps(value: Any) -> bytes:
     """
     Serialise C{value} as compact UTF-8 JSON.
     """
-    return _encoder.encode(value).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_encode = compact_encoder()
 
 
 def _read_id(envelope: dict[str, Any]) -> RequestId:
