@@ -54,7 +54,14 @@ from beacon.protocol import (
     status_object,
     version_supported,
 )
-from beacon.protocol.types import parse_list_tasks
+from beacon.protocol.types import (
+    _get_task,
+    _plain_get_task,
+    _plain_send_message,
+    _send_message,
+    params_parser,
+    parse_list_tasks,
+)
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -939,3 +946,68 @@ def test_compact_encoder_writes_what_json_dumps_writes(value: Any) -> None:
         assert compact_encoder(sort_keys=sort_keys)(value) == json.dumps(
             value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys
         )
+
+
+#: Values around the plain shapes: right, wrong in type, empty, too long,
+#: with NUL, and members spelled otherwise.
+_near_text = st.sampled_from(["", "hi", "a\x00b", "x" * 256, "x" * 257, "ROLE_USER", "ROLE_AGENT", "ROLE_UNSPECIFIED"])
+_near_value = _near_text | st.none() | st.integers(-1, 3) | st.booleans() | st.just([]) | st.just({})
+_near_part = (
+    st.fixed_dictionaries({"text": _near_text})
+    | st.dictionaries(st.sampled_from(["text", "data", "mediaType", "raw"]), _near_value, max_size=2)
+    | _near_value
+)
+_near_message = st.fixed_dictionaries(
+    {"messageId": _near_text | _near_value, "role": _near_text | _near_value, "parts": st.lists(_near_part, max_size=3) | _near_value},
+    optional={"contextId": _near_text, "message_id": _near_text, "metadata": st.just({})},
+) | st.dictionaries(st.sampled_from(["messageId", "role", "parts"]), _near_value, max_size=3)
+_id_text = st.text(min_size=1, max_size=300)
+_plain_send = st.fixed_dictionaries(
+    {
+        "message": st.fixed_dictionaries(
+            {
+                "messageId": _id_text,
+                "role": st.sampled_from(["ROLE_USER", "ROLE_AGENT"]),
+                "parts": st.lists(st.fixed_dictionaries({"text": st.text(max_size=8)}), min_size=1, max_size=3),
+            }
+        )
+    }
+)
+_near_send = _plain_send | st.fixed_dictionaries(
+    {"message": _near_message | _near_value}, optional={"configuration": st.just({}), "tenant": _near_text}
+)
+
+
+def _both_ways(plain: Any, build: Any, params: dict[str, Any]) -> None:
+    """What plain reads, the general reader reads the same; what it leaves, it leaves."""
+    general = params_parser(build)
+    try:
+        expected = general(params)
+    except InvalidParamsError:
+        expected = None
+    read = plain(params)
+    if read is not None:
+        assert read == expected
+
+
+@given(_near_send)
+def test_plain_send_message_reads_what_the_reader_reads(params: dict[str, Any]) -> None:
+    """SendMessage's plain reading never differs from ParamsReader's."""
+    _both_ways(_plain_send_message, _send_message, params)
+
+
+@given(
+    st.fixed_dictionaries({"id": _id_text})
+    | st.fixed_dictionaries({"id": _near_text | _near_value}, optional={"historyLength": _near_value, "tenant": _near_text})
+)
+def test_plain_get_task_reads_what_the_reader_reads(params: dict[str, Any]) -> None:
+    """GetTask's plain reading never differs from ParamsReader's."""
+    _both_ways(_plain_get_task, _get_task, params)
+
+
+def test_plain_readings_take_the_usual_requests() -> None:
+    """The plain readers do read the usual shapes (else they would only cost time)."""
+    usual = {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}, {"text": "there"}]}}
+    read = _plain_send_message(usual)
+    assert read is not None and read == params_parser(_send_message)(usual)
+    assert _plain_get_task({"id": "t-1"}) == params_parser(_get_task)({"id": "t-1"})
