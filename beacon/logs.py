@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Protocol, TextIO
 
 from twisted.logger import (
@@ -76,6 +77,12 @@ def _timestamp(when: float) -> str:
     return text
 
 
+@lru_cache(maxsize=256)
+def _system(namespace: Any, level: Any) -> str:
+    """The C{[namespace#level]} of an event without C{log_system}, made once for each."""
+    return f"{namespace}#{'-' if level is None else level.name}"
+
+
 def format_classic_text(event: LogEvent) -> str | None:
     """
     Format C{event} exactly as L{formatEventAsClassicLogText} does with its
@@ -102,9 +109,7 @@ def format_classic_text(event: LogEvent) -> str | None:
             return None
         system = event.get("log_system")
         if system is None:
-            level = event.get("log_level")
-            level_name = "-" if level is None else level.name
-            system = f"{event.get('log_namespace', '-')}#{level_name}"
+            system = _system(event.get("log_namespace", "-"), event.get("log_level"))
         else:
             system = str(system)
         line = f"{_timestamp(when)} [{system}] {text}"

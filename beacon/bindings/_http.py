@@ -767,11 +767,18 @@ def call_context(
         # An empty header carries no version: the query may.
         values = request.args.get(b"A2A-Version")
         version = values[0].decode("latin-1") if values else None
-    requested = parse_extensions(
-        [v.decode("latin-1") for v in request.requestHeaders.getRawHeaders(b"A2A-Extensions", [])]
+    named = request.requestHeaders.getRawHeaders(b"A2A-Extensions")
+    activated = (
+        parse_extensions([v.decode("latin-1") for v in named]) & supported
+        if named
+        else _NONE
     )
     # Positional (binding, source, version, extensions): see RPCRequest.
-    return CallContext(binding, source, version, requested & supported)
+    return CallContext(binding, source, version, activated)
+
+
+#: The extensions of a call that names none (nearly every call).
+_NONE: frozenset[str] = frozenset()
 
 
 def echo_extensions(request: server.Request, context: CallContext) -> None:
