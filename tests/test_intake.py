@@ -715,6 +715,10 @@ def test_new_ids_are_36_base32_digits_time_first_and_distinct() -> None:
     later = [new_id(now + step * 0.002) for step in range(1, 50)]
     assert sorted(later) == later
     assert max(ids) < later[0]
+    # Every millisecond of a second (across the 256 ms steps of the first
+    # eight digits, as a live clock moves) is written as itself.
+    for millisecond in range(1_800_000_000_000, 1_800_000_001_000, 7):
+        assert value(new_id(millisecond / 1000 + 0.0002)) >> ID_RANDOM_BITS == millisecond
 
 
 def test_every_random_bit_of_an_id_is_random() -> None:

@@ -85,9 +85,10 @@ ID_RANDOM_BITS = 132
 #: uniformly random digits (256 is a multiple of 32).
 _DIGIT_OF_BYTE = bytes(ord(_BASE32HEX[value & 31]) for value in range(256))
 
-#: The last millisecond an id was issued in, and the four ways its first ten
-#: digits can read (its 48 bits, then 2 random ones), replaced whole.
-_heads: tuple[int, tuple[str, ...]] = (-1, ())
+#: The first eight digits of an id (the 40 highest of its 48 bits of time,
+#: which change every 256 ms) as last written, with those bits; read and
+#: replaced whole.
+_prefix: tuple[int, str] = (-1, "")
 
 
 def new_id(now: float) -> str:
@@ -101,20 +102,26 @@ def new_id(now: float) -> str:
     pages, not one page per id as wholly random ids would (two to three
     times the store's write cost per submission, measured).
 
-    The first ten digits (the 48 bits of time and 2 random bits) are
-    written once per millisecond; the other 26 digits are 26 random bytes
-    from C{os.urandom}, each keeping its low five bits.
+    The first eight digits (the 40 highest bits of time) are written once
+    every 256 ms; the next two (the 8 lowest bits of time and 2 random
+    bits) are one look-up; the other 26 digits are 26 random bytes from
+    C{os.urandom}, each keeping its low five bits.
 
     @param now: Seconds since the epoch (the caller's clock).
     """
-    global _heads
+    global _prefix
     millisecond = int(now * 1000) & ((1 << ID_TIME_BITS) - 1)
-    heads = _heads
-    if heads[0] != millisecond:
-        heads = (millisecond, tuple(base32hex((millisecond << 2) | low, 10) for low in range(4)))
-        _heads = heads
+    high = millisecond >> 8
+    prefix = _prefix
+    if prefix[0] != high:
+        prefix = (high, base32hex(high, 8))
+        _prefix = prefix
     random = _random_bytes(27)
-    return heads[1][random[0] & 3] + random[1:].translate(_DIGIT_OF_BYTE).decode("ascii")
+    return (
+        prefix[1]
+        + _BASE32_PAIRS[((millisecond & 255) << 2) | (random[0] & 3)]
+        + random[1:].translate(_DIGIT_OF_BYTE).decode("ascii")
+    )
 
 
 #: How many ids' random bytes one C{os.urandom} call draws.
