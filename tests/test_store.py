@@ -2179,8 +2179,7 @@ async def test_upgrade_from_version_1(db: Path) -> None:
     connection = raw(db)
     try:
         assert connection.execute("SELECT version FROM beacon_schema ORDER BY version").fetchall() == [
-            (1,),
-            (SCHEMA_VERSION,),
+            (version,) for version in range(1, SCHEMA_VERSION + 1)
         ]
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             connection.execute("UPDATE submissions SET content = x'' WHERE id = ?", (a[1],))
@@ -2245,15 +2244,15 @@ def fts_rows(connection: sqlite3.Connection) -> int:
     """
     How many rows the full-text index holds, as FTS5 itself counts them:
     the first varint of its averages record (row 1 of its data table: the
-    row count, then each column's token count), 0 before its first write.
-    Every insert adds one and every delete takes one away, so a submission
-    indexed twice counts twice (a search would not show it: FTS5 answers
-    a rowid once).
+    row count, then each column's token count; empty before the first
+    write). Every insert adds one and every delete takes one away, so a
+    submission indexed twice counts twice (a search would not show it:
+    FTS5 answers a rowid once).
     """
     row = connection.execute(
         f"SELECT block FROM {SEARCH_TABLE}_data WHERE id = 1"
     ).fetchone()
-    if row is None:
+    if row is None or row[0] == b"":
         return 0
     value = 0
     for byte in row[0]:
@@ -2437,8 +2436,9 @@ async def test_upgrade_from_version_2(db: Path) -> None:
     """
     A version 2 database (whose trigger indexed every row as it was
     inserted) is migrated at start-up: the trigger is gone, and the
-    watermark starts at the newest row, so the old rows are searchable and
-    indexed once, not again; new rows are searchable too.
+    watermark (one row, kept so) starts at the newest row, so the old rows
+    are searchable and indexed once, not again; new rows are searchable
+    too.
     """
     appended = [
         submission(0, content=text("an old zqxold submission")),
@@ -2472,6 +2472,12 @@ async def test_upgrade_from_version_2(db: Path) -> None:
             " AND tbl_name = 'submissions' AND sql LIKE ?",
             (f"%{SEARCH_TABLE}%",),
         ).fetchall()
+        for statement in (
+            f"INSERT INTO {SEARCH_WATERMARK} (through_seq) VALUES (0)",
+            f"DELETE FROM {SEARCH_WATERMARK}",
+        ):
+            with pytest.raises(sqlite3.IntegrityError, match="one row"):
+                connection.execute(statement)
     finally:
         connection.close()
     assert versions == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
