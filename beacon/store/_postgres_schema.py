@@ -10,7 +10,9 @@ lock (L{MIGRATION_LOCK}), so two instances starting at once migrate one
 after the other. Migration 2 builds its indexes (the full-text one
 included) over the rows already stored, in its transaction: on a large
 database, that start-up takes as long as the index builds. L{MIGRATIONS} matches the SQLite store's migrations in
-meaning (the same tables, columns and constraints, in PostgreSQL types) and
+meaning (the same tables, columns and constraints, in PostgreSQL types, but
+for the full-text index: SQLite's is an FTS5 table with a watermark, caught
+up behind the commit since its migration 3, which changes nothing here) and
 C{beacon_schema} records them the same way.
 """
 
