@@ -497,7 +497,9 @@ class ThreadedStore(Service):
         (C{updated_at_ms} or C{received_at_ms}), then highest C{seq} first;
         see L{ISubmissionStore.list_tasks}. The filters combine with AND;
         the page and its C{total} come from one read transaction, so they
-        agree.
+        agree. A search first runs the backend's L{_search_preparation} on
+        the writer thread, so that it finds every submission committed
+        before it was asked for.
 
         @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
             L{StoreError}, or with L{ValueError} for a C{limit} below 1, an
