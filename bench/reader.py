@@ -14,7 +14,7 @@ user postgres, in a fresh database beacon_bench_<pid> dropped at the end):
 
   1. fill: N submissions (default 100,000) written through the store's own
      append (a child process running the store under a reactor, so that
-     its group commit and its search-index triggers run as in service).
+     its group commit and its search indexing run as in service).
      The corpus is fixed by a seed: half text, half structured (from,
      subject, body), bodies of a few hundred bytes of words drawn from a
      fixed list (Zipf-like), exactly N/10 holding "buy now", exactly N/100

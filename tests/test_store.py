@@ -4,9 +4,11 @@ PostgreSQLStore (appends, status, the review surface's get, list_tasks in
 both orders with every filter, search and id prefixes, decide, purge,
 notification cursors, and listeners), and the SQLite backend's own promises
 (group commit shared by appends and decisions, durability settings, schema
-versioning and the upgrade from version 1, append-only triggers but for a
-purge, a purge leaving nothing in the file or its WAL, the query plans, one
-decision per submission in the database itself, orderly stop).
+versioning and the upgrades from versions 1 and 2, append-only triggers but
+for a purge, a purge leaving nothing in the file or its WAL, the query
+plans, the search index caught up behind the commit (before every search,
+in a purge, at start and stop, across two stores on one file), one decision
+per submission in the database itself, orderly stop).
 
 SQLiteStore and PostgreSQLStore run their threads against the real global
 reactor that pytest-twisted runs; tests wait on Deferreds, never on time
@@ -56,7 +58,12 @@ from beacon.store import (
     TaskPage,
     TaskStatusRecord,
 )
-from beacon.store._sqlite import SCHEMA_VERSION
+from beacon.store._sqlite import (
+    CATCH_UP_THRESHOLD,
+    SCHEMA_VERSION,
+    SEARCH_TABLE,
+    SEARCH_WATERMARK,
+)
 from beacon.testing import MemoryStore
 from peers.postgres import run_database
 
@@ -1735,6 +1742,9 @@ async def test_append_only_triggers(sqlite_store: SQLiteStore, db: Path) -> None
     await sqlite_store.append(stored)
     await sqlite_store.append(undecided)
     await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "a note")
+    # A purges row needs its submission indexed for search: a search
+    # indexes both.
+    await sqlite_store.list_tasks(limit=1, search="submission")
     connection = raw(db)
     try:
         refused = (
@@ -1822,10 +1832,12 @@ async def test_purge_erases_from_the_files(db: Path) -> None:
         kept = submission(2, content=text("the word zqxkeptword stays"))
         for s in [*doomed, kept]:
             await store.append(s)
-        # Many one-submission batches: the full-text index writes a segment
-        # per transaction and merges them as they pile up.
+        # Many one-submission batches, each searched for: every search's
+        # catch-up writes a segment of the full-text index, which merges
+        # them as they pile up.
         for n in range(3, 120):
             await store.append(submission(n, content=text(f"filler zqxpurgedshort {n}")))
+            assert (await store.list_tasks(limit=1, search="filler")).total == n - 2
         for s in doomed:
             await store.decide(s.id, STATE_REJECTED, DECIDED_AT, "zqxpurgednote")
         for n in range(3, 120):
@@ -2088,10 +2100,25 @@ async def test_reads_see_many_tasks(sqlite_store: SQLiteStore) -> None:
 # SQLite: migration 2 and the query plans.
 
 
-def version_1_database(path: Path, appended: list[Submission]) -> None:
+def insert_submissions(connection: sqlite3.Connection, appended: list[Submission]) -> None:
     """
-    A database as a Beacon of schema version 1 left it: migration 1 only,
-    C{appended} stored, the first one decided with a note.
+    Insert C{appended} as a batch does, bypassing the store.
+    """
+    for s in appended:
+        connection.execute(
+            "INSERT INTO submissions (id, context_id, received_at_ms, door,"
+            " source, kind, message_id, content, sha256)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
+             s.message_id, s.content, s.sha256),
+        )
+
+
+def old_database(path: Path, appended: list[Submission], version: int) -> None:
+    """
+    A database as a Beacon of schema C{version} left it: the migrations up
+    to C{version} only, C{appended} stored (as that Beacon's batches
+    inserted them), the first one decided with a note.
     """
     from beacon.store._sqlite import MIGRATIONS, connect
 
@@ -2104,17 +2131,11 @@ def version_1_database(path: Path, appended: list[Submission]) -> None:
             "CREATE TABLE beacon_schema ("
             "version INTEGER NOT NULL, applied_at_ms INTEGER NOT NULL)"
         )
-        for statement in MIGRATIONS[0]:
-            connection.execute(statement)
-        connection.execute("INSERT INTO beacon_schema VALUES (1, 0)")
-        for s in appended:
-            connection.execute(
-                "INSERT INTO submissions (id, context_id, received_at_ms, door,"
-                " source, kind, message_id, content, sha256)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
-                 s.message_id, s.content, s.sha256),
-            )
+        for applied in range(1, version + 1):
+            for statement in MIGRATIONS[applied - 1]:
+                connection.execute(statement)
+            connection.execute("INSERT INTO beacon_schema VALUES (?, 0)", (applied,))
+        insert_submissions(connection, appended)
         connection.execute(
             "INSERT INTO events (submission_id, state, at_ms, note) VALUES (?, ?, ?, ?)",
             (appended[0].id, STATE_REJECTED, DECIDED_AT, "old note"),
@@ -2137,7 +2158,7 @@ async def test_upgrade_from_version_1(db: Path) -> None:
         submission(2, content=b"not json at all oldword", received_at_ms=T0 + 1),
         submission(3, content=bytes(range(256)), received_at_ms=T0 + 7),
     ]
-    version_1_database(db, appended)
+    old_database(db, appended, 1)
     store = open_store(db)
     try:
         a = [s.id for s in appended]
@@ -2159,8 +2180,7 @@ async def test_upgrade_from_version_1(db: Path) -> None:
     connection = raw(db)
     try:
         assert connection.execute("SELECT version FROM beacon_schema ORDER BY version").fetchall() == [
-            (1,),
-            (SCHEMA_VERSION,),
+            (version,) for version in range(1, SCHEMA_VERSION + 1)
         ]
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             connection.execute("UPDATE submissions SET content = x'' WHERE id = ?", (a[1],))
@@ -2216,6 +2236,327 @@ async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) 
     assert "VIRTUAL TABLE INDEX" in plan and "TEMP B-TREE" not in plan, plan
     plan = query_plan(db, *DIALECT.count_query(search))
     assert "INTEGER PRIMARY KEY" in plan and "VIRTUAL TABLE INDEX" in plan, plan
+
+
+# SQLite: the search index, caught up behind the commit.
+
+
+def fts_rows(connection: sqlite3.Connection) -> int:
+    """
+    How many rows the full-text index holds, as FTS5 itself counts them:
+    the first varint of its averages record (row 1 of its data table: the
+    row count, then each column's token count; empty before the first
+    write). Every insert adds one and every delete takes one away, so a
+    submission indexed twice counts twice (a search would not show it:
+    FTS5 answers a rowid once).
+    """
+    row = connection.execute(
+        f"SELECT block FROM {SEARCH_TABLE}_data WHERE id = 1"
+    ).fetchone()
+    if row is None or row[0] == b"":
+        return 0
+    value = 0
+    for byte in row[0]:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    raise AssertionError(f"a truncated FTS5 averages record: {row[0]!r}")
+
+
+def index_state(db: Path) -> tuple[int, int, int]:
+    """
+    The full-text index of the database at C{db}, read beside the store:
+    how many rows it holds (L{fts_rows}), how far its watermark says it
+    has caught up (C{through_seq}), and the newest submission's seq.
+    """
+    connection = raw(db)
+    try:
+        (through_seq,) = connection.execute(
+            f"SELECT through_seq FROM {SEARCH_WATERMARK}"
+        ).fetchone()
+        (newest,) = connection.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM submissions"
+        ).fetchone()
+        return fts_rows(connection), through_seq, newest
+    finally:
+        connection.close()
+
+
+def check_index(db: Path) -> None:
+    """
+    FTS5's own integrity-check of the full-text index passes.
+    """
+    connection = raw(db)
+    try:
+        connection.execute(
+            f"INSERT INTO {SEARCH_TABLE} ({SEARCH_TABLE}, rank)"
+            " VALUES ('integrity-check', 1)"
+        )
+    finally:
+        connection.close()
+
+
+def index_tables(db: Path) -> list[tuple[Any, ...]]:
+    """
+    Every row of the full-text index's own tables (its segments and
+    structure, the segments' index, its configuration) and of its
+    watermark.
+    """
+    connection = raw(db)
+    try:
+        return [
+            (table, *row)
+            for table in (
+                f"{SEARCH_TABLE}_data",
+                f"{SEARCH_TABLE}_idx",
+                f"{SEARCH_TABLE}_config",
+                SEARCH_WATERMARK,
+            )
+            for row in connection.execute(f"SELECT * FROM {table} ORDER BY 1")
+        ]
+    finally:
+        connection.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_search_finds_what_was_just_appended(
+    sqlite_store: SQLiteStore, db: Path
+) -> None:
+    """
+    A search right after a few appends (far below CATCH_UP_THRESHOLD, so
+    nothing indexed them behind their batches) finds them all, and so do
+    searches after many more appends than the threshold, made at once;
+    every submission is in the index once, however many searches and
+    catch-ups ran.
+    """
+    few = [submission(n, content=text(f"zqxfresh {n}")) for n in range(3)]
+    for s in few:
+        await sqlite_store.append(s)
+    assert index_state(db) == (0, 0, 3)
+    page = await sqlite_store.list_tasks(limit=10, search="zqxfresh")
+    assert ids(page.tasks) == [s.id for s in reversed(few)]
+    assert index_state(db) == (3, 3, 3)
+    many = [
+        submission(n, content=text(f"zqxmany {n}"))
+        for n in range(3, 3 + 2 * CATCH_UP_THRESHOLD + 7)
+    ]
+    await gatherResults([sqlite_store.append(s) for s in many])
+    pages = await gatherResults(
+        [sqlite_store.list_tasks(limit=1, search="zqxmany") for _ in range(3)]
+    )
+    assert [page.total for page in pages] == [len(many)] * 3
+    assert (await sqlite_store.list_tasks(limit=5, search="zqxfresh")).total == 3
+    everything = len(few) + len(many)
+    assert index_state(db) == (everything, everything, everything)
+    check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_catch_up_behind_the_batch_that_crosses_the_threshold(db: Path) -> None:
+    """
+    Written rows are indexed behind the batches once CATCH_UP_THRESHOLD of
+    them were written: not before (a writer call made after the batches
+    finds nothing indexed), and right after the batch that reached it,
+    before the writer's next call.
+    """
+    store = open_store(db)
+    try:
+        await gatherResults(
+            [store.append(submission(n)) for n in range(CATCH_UP_THRESHOLD - 1)]
+        )
+        await store.pragmas()
+        assert index_state(db) == (0, 0, CATCH_UP_THRESHOLD - 1)
+        await store.append(submission(CATCH_UP_THRESHOLD - 1))
+        await store.pragmas()
+        assert index_state(db) == (CATCH_UP_THRESHOLD,) * 3
+    finally:
+        await store.stopService()
+    check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_leaves_the_index_alone(sqlite_store: SQLiteStore, db: Path) -> None:
+    """
+    A batch's transaction writes nothing to the full-text index: after an
+    append below the threshold, the index's tables and its watermark are
+    as they were; the search after it indexes the new row.
+    """
+    await sqlite_store.append(submission(0, content=text("zqxfirst")))
+    assert (await sqlite_store.list_tasks(limit=5, search="zqxfirst")).total == 1
+    before = index_tables(db)
+    await sqlite_store.append(submission(1, content=text("zqxsecond")))
+    assert index_tables(db) == before
+    assert index_state(db) == (1, 1, 2)
+    assert (await sqlite_store.list_tasks(limit=5, search="zqxsecond")).total == 1
+    assert index_state(db) == (2, 2, 2)
+
+
+@pytest_twisted.ensureDeferred
+async def test_purge_of_rows_never_indexed(sqlite_store: SQLiteStore, db: Path) -> None:
+    """
+    A purge of submissions that nothing has indexed yet indexes them in
+    its own transaction before taking their words out again: the purged
+    words are no longer found, the others are, and FTS5 finds its index
+    sound. The database itself refuses a purges row for a submission not
+    yet indexed (a contentless index must never be told to forget text it
+    was not given).
+    """
+    doomed = [submission(n, content=text(f"zqxdoomed{n} zqxshared")) for n in range(3)]
+    kept = [
+        submission(n, content=structured("Zqxkept", f"subject {n}", "zqxshared"))
+        for n in range(3, 6)
+    ]
+    for s in doomed + kept:
+        await sqlite_store.append(s)
+    for s in doomed:
+        await sqlite_store.decide(s.id, STATE_REJECTED, DECIDED_AT, "zqxnote")
+    assert index_state(db) == (0, 0, 6)
+    connection = raw(db)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="indexed"):
+            connection.execute(
+                "INSERT INTO purges (submission_id, at_ms) VALUES (?, ?)",
+                (doomed[0].id, DECIDED_AT + 1),
+            )
+    finally:
+        connection.close()
+    assert await sqlite_store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 3
+    assert index_state(db) == (3, 6, 6)
+    check_index(db)
+    for n in range(3):
+        assert (await sqlite_store.list_tasks(limit=5, search=f"zqxdoomed{n}")).total == 0
+    page = await sqlite_store.list_tasks(limit=10, search="zqxshared")
+    assert ids(page.tasks) == [s.id for s in reversed(kept)]
+    assert (await sqlite_store.list_tasks(limit=10, search="zqxkept")).total == 3
+    assert index_state(db) == (3, 6, 6)
+    check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_upgrade_from_version_2(db: Path) -> None:
+    """
+    A version 2 database (whose trigger indexed every row as it was
+    inserted) is migrated at start-up: the trigger is gone, and the
+    watermark (one row, kept so) starts at the newest row, so the old rows
+    are searchable and indexed once, not again; new rows are searchable
+    too.
+    """
+    appended = [
+        submission(0, content=text("an old zqxold submission")),
+        submission(1, content=structured("Old Sender", "Zqxold subject", "body")),
+        submission(2, content=b"not json at all zqxold"),
+    ]
+    old_database(db, appended, 2)
+    connection = raw(db)
+    try:
+        assert fts_rows(connection) == 3
+    finally:
+        connection.close()
+    store = open_store(db)
+    try:
+        assert index_state(db) == (3, 3, 3)
+        page = await store.list_tasks(limit=10, search="zqxold")
+        assert ids(page.tasks) == [appended[0].id, appended[1].id]
+        assert ids((await store.list_tasks(limit=10, search="sender")).tasks) == [
+            appended[1].id
+        ]
+        await store.append(submission(3, content=text("a new zqxold")))
+        assert (await store.list_tasks(limit=10, search="zqxold")).total == 3
+        assert index_state(db) == (4, 4, 4)
+    finally:
+        await store.stopService()
+    connection = raw(db)
+    try:
+        versions = connection.execute("SELECT version FROM beacon_schema").fetchall()
+        triggers = connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+            " AND tbl_name = 'submissions' AND sql LIKE ?",
+            (f"%{SEARCH_TABLE}%",),
+        ).fetchall()
+        for statement in (
+            f"INSERT INTO {SEARCH_WATERMARK} (through_seq) VALUES (0)",
+            f"DELETE FROM {SEARCH_WATERMARK}",
+        ):
+            with pytest.raises(sqlite3.IntegrityError, match="one row"):
+                connection.execute(statement)
+    finally:
+        connection.close()
+    assert versions == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
+    assert SCHEMA_VERSION >= 3
+    assert triggers == []
+    check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_start_indexes_what_was_left_unindexed(db: Path, logged_events: Any) -> None:
+    """
+    Rows committed but never indexed (their process was gone before any
+    catch-up) are indexed when a store starts on the file, before it
+    serves anything, and the start-up says how many (store.search_indexed).
+    """
+    await open_store(db).stopService()
+    left = [submission(n, content=text(f"zqxleft {n}")) for n in range(5)]
+    connection = raw(db)
+    try:
+        insert_submissions(connection, left)
+    finally:
+        connection.close()
+    assert index_state(db) == (0, 0, 5)
+    store = open_store(db)
+    try:
+        assert index_state(db) == (5, 5, 5)
+        assert [e["count"] for e in logged_events.named("store.search_indexed")] == [5]
+        assert (await store.list_tasks(limit=10, search="zqxleft")).total == 5
+    finally:
+        await store.stopService()
+    assert index_state(db) == (5, 5, 5)
+
+
+@pytest_twisted.ensureDeferred
+async def test_stop_leaves_the_file_indexed(db: Path) -> None:
+    """
+    Stopping a store indexes what its batches left unindexed, so that the
+    file it leaves is caught up.
+    """
+    store = open_store(db)
+    try:
+        for n in range(4):
+            await store.append(submission(n))
+        assert index_state(db) == (0, 0, 4)
+    finally:
+        await store.stopService()
+    assert index_state(db) == (4, 4, 4)
+    check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_stores_search_each_others_rows(db: Path) -> None:
+    """
+    Two stores on one file: a search through either finds what was just
+    appended through the other (below the threshold, so only a search's
+    catch-up indexed it), also with both searching at once, and every row
+    is indexed once, whichever store indexed it.
+    """
+    one, two = open_store(db), open_store(db)
+    try:
+        await one.append(submission(0, content=text("zqxfromone")))
+        assert (await two.list_tasks(limit=5, search="zqxfromone")).total == 1
+        await two.append(submission(1, content=text("zqxfromtwo")))
+        await one.append(submission(2, content=text("zqxfromone again")))
+        pages = await gatherResults(
+            [
+                one.list_tasks(limit=5, search="zqxfromtwo"),
+                two.list_tasks(limit=5, search="zqxfromone"),
+                one.list_tasks(limit=5, search="zqxfromone"),
+                two.list_tasks(limit=5, search="zqxfromtwo"),
+            ]
+        )
+        assert [page.total for page in pages] == [1, 2, 2, 1]
+        assert index_state(db) == (3, 3, 3)
+    finally:
+        await one.stopService()
+        await two.stopService()
+    check_index(db)
 
 
 # SQLite: start-up.

@@ -141,7 +141,9 @@ async def stores(pg_url: str) -> AsyncIterator[Callable[..., PostgreSQLStore]]:
 def columns_sqlite(path: Path) -> dict[str, list[tuple[str, bool]]]:
     """
     Every table's (column, not null) in order, in a SQLite database, but
-    for the full-text index (SQLite's is a table, PostgreSQL's an index).
+    for the full-text index and its watermark (SQLite's index is a table,
+    caught up behind the commit; PostgreSQL's an index, kept in the
+    inserting transaction).
     """
     connection = sqlite3.connect(str(path))
     try:
@@ -149,8 +151,9 @@ def columns_sqlite(path: Path) -> dict[str, list[tuple[str, bool]]]:
             name
             for (name,) in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'sqlite_%' AND name NOT LIKE ?",
-                (f"{_sqlite.SEARCH_TABLE}%",),
+                " AND name NOT LIKE 'sqlite_%' AND name NOT LIKE ?"
+                " AND name != ?",
+                (f"{_sqlite.SEARCH_TABLE}%", _sqlite.SEARCH_WATERMARK),
             )
         ]
         return {

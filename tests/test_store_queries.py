@@ -398,7 +398,10 @@ def test_sqlite_queries_page_like_the_model(case: Case) -> None:
         connection.execute("BEGIN")
         store_rows(connection, case, "?")
         if case.purge_before is not None:
+            # The purge indexes the rows first, as it must.
             store._purge_rows(connection, T0 + case.purge_before, T0 + 100)
+        # What a search's catch-up does before it reads.
+        _sqlite._index_pending(connection, None)
         connection.execute("COMMIT")
 
         def read_page(after: tuple[int, int] | None) -> TaskPage:

@@ -28,9 +28,25 @@ content emptied and its decision's note forgotten), and a unique index
 allows at most one event (the review decision) per submission, so that two
 Beacon instances deciding the same task at once cannot both win.
 
-A search asks an FTS5 index (L{SEARCH_TABLE}) that a trigger fills on every
-insert with the submission's searchable text. Purges and notification
-claims run on the writer thread too, between batches.
+A search asks an FTS5 index (L{SEARCH_TABLE}) of each submission's
+searchable text, filled behind the commit rather than inside it: a batch's
+transaction only inserts rows, and a catch-up (L{catch_up_search}) indexes
+every row past the index's watermark (L{SEARCH_WATERMARK}) in transactions
+of its own, on the writer thread between batches. FTS5's cost is mostly per
+transaction (a segment, its structure record, merge work): indexed a few
+hundred at once, a row costs it a few microseconds, against some 60 for a
+one-row batch that indexes its row itself, and a SendMessage's commit does
+not pay even those. A catch-up runs behind the batch that brings the rows
+written since the last one to L{CATCH_UP_THRESHOLD}; before every search,
+so that a search sees every committed submission; inside a purge's
+transaction, before it takes the purged text out of the index; and at start
+and stop. Purges and notification claims run on the writer thread too,
+between batches.
+
+Several Beacon processes may share one database file: each writes in
+C{BEGIN IMMEDIATE} transactions, which SQLite runs one at a time across
+processes, and the watermark is in the database, so whichever process
+catches up indexes every process's rows, once.
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ from typing import Any, Callable, TypeVar, cast
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.python.filepath import FilePath
 from zope.interface import implementer
 
@@ -59,11 +76,15 @@ from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CATCH_UP_ROWS",
+    "CATCH_UP_THRESHOLD",
     "DIALECT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SEARCH_TABLE",
+    "SEARCH_WATERMARK",
     "SQLiteStore",
+    "catch_up_search",
     "connect",
     "migrate",
     "schema_version",
@@ -90,8 +111,25 @@ DIALECT = Dialect(
 )
 
 #: The full-text index of every submission's searchable text (an FTS5
-#: table without content of its own: the text is in C{submissions}).
+#: table without content of its own: the text is in C{submissions}), up to
+#: L{SEARCH_WATERMARK}.
 SEARCH_TABLE = "submissions_fts"
+
+#: The one-row table that says how far L{SEARCH_TABLE} has caught up: every
+#: submission with a seq up to its C{through_seq} is indexed, none after it.
+SEARCH_WATERMARK = "search_indexed"
+
+#: How many submissions this store's batches may commit before a catch-up
+#: is queued behind the batch that reached it. Indexed 256 at a time, a row
+#: costs FTS5 about 3 microseconds of CPU (against some 60 when each one-row
+#: batch indexed its own), and a search never has more than a few hundred
+#: rows of this store's to index before it reads.
+CATCH_UP_THRESHOLD = 256
+
+#: The most submissions one catch-up transaction indexes: a catch-up of
+#: more (after a crash, say) commits every this many, so that no one
+#: transaction holds the write lock, or the WAL, for long.
+CATCH_UP_ROWS = 4096
 
 
 def _searchable(content: str, kind: str) -> str:
@@ -101,10 +139,11 @@ def _searchable(content: str, kind: str) -> str:
     structured one's sender (name, agent, operator), subject and body,
     separated by spaces; L{None} for content that is not JSON.
 
-    Migration 2 indexes this text and L{SQLiteStore.purge} takes exactly
-    the same text out of the index again (an FTS5 table without content
-    must be told the text it forgets): never change it without a migration
-    that rebuilds L{SEARCH_TABLE}.
+    The catch-up (L{_index_pending}) indexes this text, as migration 2
+    and its trigger did, and L{SQLiteStore.purge} takes exactly the same
+    text out of the index again (an FTS5 table without content must be
+    told the text it forgets): never change it without a migration that
+    rebuilds L{SEARCH_TABLE}.
     """
     # SQLite 3.45 and later would read a BLOB as JSONB: read it as text.
     text = f"CAST({content} AS TEXT)"
@@ -265,6 +304,39 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )
         """,
     ),
+    # 3: the full-text index is filled behind the commit, not inside it
+    # (see the module's docstring). The trigger that indexed each insert in
+    # the inserting transaction goes; the watermark starts at the newest
+    # submission, since the trigger indexed every one so far, and two guards
+    # keep it the one row the code reads and updates. A purges row
+    # is refused for a submission not yet indexed: a purge takes the
+    # submission's text out of the contentless index, and telling FTS5 to
+    # forget text it was never given corrupts the index (the store catches
+    # up first; a Beacon of schema 2 still running on the file would not).
+    (
+        "DROP TRIGGER submissions_searchable",
+        f"CREATE TABLE {SEARCH_WATERMARK} (through_seq INTEGER NOT NULL)",
+        f"""
+        INSERT INTO {SEARCH_WATERMARK} (through_seq)
+        SELECT COALESCE(MAX(seq), 0) FROM submissions
+        """,
+        f"""
+        CREATE TRIGGER {SEARCH_WATERMARK}_one_row_kept BEFORE INSERT ON {SEARCH_WATERMARK}
+        BEGIN SELECT RAISE(ABORT, '{SEARCH_WATERMARK} has one row'); END
+        """,
+        f"""
+        CREATE TRIGGER {SEARCH_WATERMARK}_one_row_left BEFORE DELETE ON {SEARCH_WATERMARK}
+        BEGIN SELECT RAISE(ABORT, '{SEARCH_WATERMARK} has one row'); END
+        """,
+        f"""
+        CREATE TRIGGER purges_only_indexed BEFORE INSERT ON purges
+        WHEN (SELECT seq FROM submissions WHERE id = NEW.submission_id)
+            > (SELECT through_seq FROM {SEARCH_WATERMARK})
+        BEGIN
+            SELECT RAISE(ABORT, 'a submission is purged only once indexed for search');
+        END
+        """,
+    ),
 ]
 
 #: The schema version this code creates and understands.
@@ -307,6 +379,96 @@ def _insert_submissions(connection: sqlite3.Connection, rows: list[Row]) -> None
 _INSERT_DECISION = """
     INSERT INTO events (submission_id, state, at_ms, note) VALUES (?, ?, ?, ?)
 """
+
+#: How far the full-text index has caught up, and the newest submission.
+_SEARCH_PROGRESS = f"""
+    SELECT
+        (SELECT through_seq FROM {SEARCH_WATERMARK}),
+        (SELECT COALESCE(MAX(seq), 0) FROM submissions)
+"""
+
+#: How many of the submissions past a watermark (the first parameter) a
+#: catch-up indexes, at most the second parameter (-1: all), and the last
+#: one's seq.
+_PENDING_SEARCH = """
+    SELECT COUNT(*), MAX(seq) FROM (
+        SELECT seq FROM submissions WHERE seq > ? ORDER BY seq LIMIT ?
+    )
+"""
+
+#: Index the submissions with a seq in (first parameter, second parameter],
+#: in seq order (FTS5 appends increasing rowids to its pending segment).
+_INDEX_SEARCH = f"""
+    INSERT INTO {SEARCH_TABLE} (rowid, searchable)
+    SELECT seq, {_searchable("content", "kind")} FROM submissions
+    WHERE seq > ? AND seq <= ? ORDER BY seq
+"""
+
+
+def _index_pending(connection: sqlite3.Connection, limit: int | None) -> tuple[int, int]:
+    """
+    Inside the open write transaction: index the submissions past the
+    watermark (L{SEARCH_WATERMARK}), in seq order, at most C{limit} of them
+    (all of them if L{None}), with the text L{_searchable} makes, and move
+    the watermark to the last one indexed.
+
+    Seq order is commit order, so the watermark never passes a submission
+    that is not indexed: SQLite runs one write transaction at a time, across
+    every process on the file (this one holds the write lock), and
+    C{AUTOINCREMENT} gives each new row a seq greater than every seq ever
+    committed. Once a transaction has seen seq N committed, no row with a
+    smaller seq can commit after it.
+
+    @return: How many submissions were indexed, and the watermark.
+    """
+    (through_seq,) = connection.execute(
+        f"SELECT through_seq FROM {SEARCH_WATERMARK}"
+    ).fetchone()
+    count, last = connection.execute(
+        _PENDING_SEARCH, (through_seq, -1 if limit is None else limit)
+    ).fetchone()
+    if not count:
+        return 0, int(through_seq)
+    connection.execute(_INDEX_SEARCH, (through_seq, last))
+    connection.execute(f"UPDATE {SEARCH_WATERMARK} SET through_seq = ?", (last,))
+    return int(count), int(last)
+
+
+def catch_up_search(connection: sqlite3.Connection) -> int:
+    """
+    Index every submission committed (by any process) and not yet indexed,
+    in C{BEGIN IMMEDIATE} transactions of at most L{CATCH_UP_ROWS} rows
+    each, until the watermark reaches the newest submission committed when
+    this began. Several processes catching up at once take turns, and
+    whoever comes second finds the rows indexed. When nothing is behind, it
+    reads that (one statement, outside any transaction) and takes no write
+    lock.
+
+    The transactions are as durable as C{connection} makes them: the store
+    catches up behind its batches on a connection with C{synchronous=NORMAL}
+    (see L{SQLiteStore._catch_up_now}).
+
+    @param connection: A connection in autocommit mode, outside a
+        transaction.
+    @return: How many submissions were indexed.
+    @raises sqlite3.Error: If a transaction failed (the ones committed
+        before it stay).
+    """
+    through_seq, newest = connection.execute(_SEARCH_PROGRESS).fetchone()
+    total = 0
+    while through_seq < newest:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            indexed, through_seq = _index_pending(connection, CATCH_UP_ROWS)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        if not indexed:
+            break
+        total += indexed
+    return total
 
 
 def _prepare_file(path: str) -> None:
@@ -377,12 +539,18 @@ def _migrate(connection: sqlite3.Connection, path: str, log: Logger) -> int:
         )
 
 
-def connect(path: str, *, query_only: bool) -> sqlite3.Connection:
+def connect(
+    path: str, *, query_only: bool, synchronous: str = "FULL"
+) -> sqlite3.Connection:
     """
     Open a connection with Beacon's settings.
 
     The connection is in autocommit mode (transactions are explicit) and
     may be closed from another thread, once its own thread is idle.
+
+    @param synchronous: Its C{synchronous} setting: C{"FULL"} (every commit
+        synced) but for the connection that catches the search index up
+        (C{"NORMAL"}, see L{SQLiteStore._catch_up_now}).
     """
     connection = sqlite3.connect(
         path,
@@ -393,7 +561,7 @@ def connect(path: str, *, query_only: bool) -> sqlite3.Connection:
     try:
         # synchronous and the rest are per connection; WAL is per file.
         connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute(f"PRAGMA synchronous={synchronous}")
         connection.execute("PRAGMA foreign_keys=ON")
         if query_only:
             connection.execute("PRAGMA query_only=ON")
@@ -414,11 +582,25 @@ def migrate(path: str, log: Logger) -> int:
     @raises StoreError: If the database cannot be opened or migrated, or
         its schema is newer than this code.
     """
+    version, _ = _open(path, log, catch_up=False)
+    return version
+
+
+def _open(path: str, log: Logger, *, catch_up: bool) -> tuple[int, int]:
+    """
+    L{migrate} and then, if C{catch_up}, L{catch_up_search}, on one
+    connection (synchronous FULL), closed before returning.
+
+    @return: The schema version, and how many submissions were indexed.
+    @raises StoreError: If the database cannot be opened, migrated or
+        indexed, or its schema is newer than this code.
+    """
     _prepare_file(path)
     try:
         connection = connect(path, query_only=False)
         try:
-            return _migrate(connection, path, log)
+            version = _migrate(connection, path, log)
+            return version, catch_up_search(connection) if catch_up else 0
         finally:
             connection.close()
     except sqlite3.Error as e:
@@ -498,6 +680,9 @@ class SQLiteStore(ThreadedStore):
             readers_name="readers",
         )
         self.path: str = path.path if isinstance(path, FilePath) else path
+        # Reactor-thread state: how many submissions this store's batches
+        # committed since it last queued a catch-up of the search index.
+        self._unindexed = 0
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path!r}>"
@@ -506,15 +691,24 @@ class SQLiteStore(ThreadedStore):
 
     def startService(self) -> None:
         """
-        Open the database, migrate its schema and start the thread pools.
+        Open the database, migrate its schema, index for search what a
+        crash (or another process that stopped without catching up) left
+        unindexed, and start the thread pools.
 
         This runs synchronously on the calling thread: it is start-up, before
         any listener accepts a request.
 
-        @raises StoreError: If the database cannot be opened or migrated, or
-            its schema is newer than this code.
+        @raises StoreError: If the database cannot be opened, migrated or
+            indexed, or its schema is newer than this code.
         """
-        version = migrate(self.path, self.log)
+        version, indexed = _open(self.path, self.log, catch_up=True)
+        if indexed:
+            self.log.info(
+                "store.search_indexed: {count} submission(s) in {path} left"
+                " unindexed for search were indexed",
+                count=indexed,
+                path=self.path,
+            )
         self._start_pools()
         # Service's own methods are unannotated; all they do is flip running.
         cast(Callable[[], None], super().startService)()
@@ -534,6 +728,58 @@ class SQLiteStore(ThreadedStore):
 
     def _close_connection(self, connection: sqlite3.Connection) -> None:
         connection.close()
+
+    def _batch_committed(self, batch: list[tuple[_Write, Deferred[Any]]]) -> None:
+        """
+        Count the batch's submissions; once this store's batches have
+        committed L{CATCH_UP_THRESHOLD} of them since the last catch-up,
+        queue one behind this batch.
+        """
+        self._unindexed += sum(type(write) is Submission for write, _ in batch)
+        if self._unindexed >= CATCH_UP_THRESHOLD:
+            self._unindexed = 0
+            assert self._writer_pool is not None
+            caught_up = self._counted(self._writer_pool.run(self._catch_up_now))
+            caught_up.addErrback(self._catch_up_failed)
+
+    def _search_preparation(self) -> Callable[[], object]:
+        """
+        Before a search reads: catch the index up with every submission
+        committed so far, by any process (which restarts the count towards
+        L{CATCH_UP_THRESHOLD}).
+        """
+        self._unindexed = 0
+        return self._catch_up_now
+
+    def _before_close(self) -> Deferred[None]:
+        """
+        At stop: catch the index up, synced, so that the file left behind
+        is indexed. A failure is logged and does not keep the connections
+        open (the next start catches up).
+        """
+        assert self._writer_pool is not None
+        caught_up = self._writer_pool.run(self._catch_up_now, True)
+        return caught_up.addCallbacks(lambda _: None, self._catch_up_failed)
+
+    def _catch_up_failed(self, failure: Failure) -> None:
+        """
+        Log a catch-up behind the batches (or at stop) that failed: the
+        rows stay unindexed until the next one, which every search makes.
+        """
+        if isinstance(failure.value, StoreError):
+            self.log.warn(
+                "store.search_index_failed: submissions in {path} were not"
+                " indexed for search yet: {message}",
+                path=self.path,
+                message=str(failure.value),
+            )
+        else:
+            self.log.failure(
+                "store.search_index_failed: indexing submissions in {path}"
+                " for search failed",
+                failure,
+                path=self.path,
+            )
 
     # Diagnostics.
 
@@ -563,6 +809,55 @@ class SQLiteStore(ThreadedStore):
         if connection is None:
             connection = connect(self.path, query_only=query_only)
             self._local.connection = connection
+            with self._connections_lock:
+                self._connections.append(connection)
+        return connection
+
+    def _catch_up_now(self, synced: bool = False) -> int:
+        """
+        Catch the search index up (L{catch_up_search}) on the writer thread.
+
+        Behind the batches and before searches it runs on a connection of
+        its own with C{synchronous=NORMAL}: its commits are not synced, so
+        that catching up costs no sync. That is safe in WAL mode: the WAL is
+        one log, replayed after a crash only up to the first frame that is
+        missing or does not check out, and every sync of it (the next
+        batch's commit, the next checkpoint) makes all it holds durable,
+        these commits included. So a catch-up lost in a crash takes with it
+        only what came after it and was not synced either, never an
+        acknowledged write; its watermark is lost with its index rows, and
+        the next catch-up (at the latest the next start) indexes them
+        again. The batches' own connection stays C{FULL}, never switched.
+
+        @param synced: Whether to catch up on the batches' connection
+            (C{FULL}) instead, as a stop does, so that the file left behind
+            is indexed whatever happens next.
+        @return: How many submissions were indexed.
+        @raises StoreError: If a catch-up transaction failed.
+        """
+        try:
+            if synced:
+                connection = self._thread_connection(query_only=False)
+            else:
+                connection = self._indexer_connection()
+            return catch_up_search(connection)
+        except sqlite3.Error as e:
+            raise StoreError(
+                f"could not index submissions for search in {self.path}:"
+                f" {type(e).__name__}: {e}"
+            ) from e
+
+    def _indexer_connection(self) -> sqlite3.Connection:
+        """
+        The writer thread's connection for catching up (C{synchronous=NORMAL},
+        see L{_catch_up_now}), opened on first use.
+        """
+        connection: sqlite3.Connection | None = getattr(
+            self._local, "indexer", None
+        )
+        if connection is None:
+            connection = connect(self.path, query_only=False, synchronous="NORMAL")
+            self._local.indexer = connection
             with self._connections_lock:
                 self._connections.append(connection)
         return connection
@@ -756,13 +1051,16 @@ class SQLiteStore(ThreadedStore):
         append-only guards allow the rest), take its text out of the
         full-text index (while the content it was read from is still
         there), empty its content and forget its note; then, if anything
-        was purged, merge the full-text index.
+        was purged, merge the full-text index. Everything committed is
+        indexed first, in the same transaction, so that the index is told
+        to forget only text it was given.
 
         @return: How many submissions were purged.
         """
         rows = connection.execute(DIALECT.purgeable, (decided_before_ms,)).fetchall()
         if not rows:
             return 0
+        _index_pending(connection, None)
         connection.executemany(
             "INSERT INTO purges (submission_id, at_ms) VALUES (?, ?)",
             [(id_, at_ms) for _, id_ in rows],

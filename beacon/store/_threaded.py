@@ -31,8 +31,13 @@ where the queries both backends share are written) and these hooks:
   - L{ThreadedStore._close_connection}: close one pool connection;
   - optionally the C{_refuse_*} and C{_unreadable} checks, the events of a
     committed batch (whether the batch tells the listeners itself,
-    L{ThreadedStore._events_wanted}), and what happens
-    before and after the pool connections are closed at stop.
+    L{ThreadedStore._events_wanted}), what to queue on the writer thread
+    behind a committed batch (L{ThreadedStore._batch_committed}), what a
+    search needs done on the writer thread before it reads
+    (L{ThreadedStore._search_preparation}: SQLite's full-text index is
+    caught up behind the commit, PostgreSQL's is kept by the inserting
+    transaction), and what happens before and after the pool connections
+    are closed at stop.
 """
 
 from __future__ import annotations
@@ -250,6 +255,23 @@ class ThreadedStore(Service):
         batch itself: by default, when anyone listens.
         """
         return self._listeners.listening
+
+    def _batch_committed(self, batch: list[tuple[_Write, Deferred[Any]]]) -> None:
+        """
+        On the reactor thread, once C{batch} is committed and before any of
+        its writes is answered: queue what the backend does behind it on
+        the writer thread, which then runs before the next batch (and
+        before anything the answers queue). By default nothing.
+        """
+
+    def _search_preparation(self) -> Callable[[], object] | None:
+        """
+        On the reactor thread, for a search about to be read: what to run
+        on the writer thread first, so that the search sees every write
+        committed before it was asked for; L{None} (the default) when the
+        backend's index is written by the inserting transaction itself.
+        """
+        return None
 
     def _before_close(self) -> Deferred[None]:
         """
@@ -475,7 +497,9 @@ class ThreadedStore(Service):
         (C{updated_at_ms} or C{received_at_ms}), then highest C{seq} first;
         see L{ISubmissionStore.list_tasks}. The filters combine with AND;
         the page and its C{total} come from one read transaction, so they
-        agree.
+        agree. A search first runs the backend's L{_search_preparation} on
+        the writer thread, so that it finds every submission committed
+        before it was asked for.
 
         @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
             L{StoreError}, or with L{ValueError} for a C{limit} below 1, an
@@ -510,6 +534,8 @@ class ThreadedStore(Service):
             search=searched,
             id_prefix=id_prefix,
         )
+        if searched is not None:
+            return self._read_prepared(self._select_page, request)
         return self._read(self._select_page, request)
 
     def purge(
@@ -737,6 +763,7 @@ class ThreadedStore(Service):
                 done.errback(error)
         else:
             self.transactions += 1
+            self._batch_committed(batch)
             wanted = self._events_wanted()
             for (write, done), outcome in zip(batch, result):
                 if isinstance(write, Submission):
@@ -813,6 +840,26 @@ class ThreadedStore(Service):
         return self._counted(
             self._reader_pool.run(self._on_reader, f, *args)
         )
+
+    def _read_prepared(self, f: Callable[..., _T], *args: object) -> Deferred[_T]:
+        """
+        Run the backend's L{_search_preparation} on the writer thread
+        (after the work handed to it before), then C{f(connection, *args)}
+        on a reader thread: counted as one piece of work, so that a stop
+        waits for both.
+        """
+        if not self.running or self._writer_pool is None or self._reader_pool is None:
+            return fail(StoreError("the submission store is not running"))
+        prepare = self._search_preparation()
+        if prepare is None:
+            return self._read(f, *args)
+        readers = self._reader_pool
+
+        def read(_: object) -> Deferred[_T]:
+            return readers.run(self._on_reader, f, *args)
+
+        prepared: Deferred[Any] = self._writer_pool.run(prepare)
+        return self._counted(prepared.addCallback(read))
 
     def _counted(self, work: Deferred[_T]) -> Deferred[_T]:
         """
