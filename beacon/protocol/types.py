@@ -17,7 +17,7 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeGuard, TypeVar
 
 from beacon.protocol._errors import InvalidParamsError
 
@@ -596,7 +596,7 @@ def params_parser(
     return parse
 
 
-def _plain_id(value: Any) -> bool:
+def _plain_id(value: Any) -> TypeGuard[str]:
     """Whether C{value} is an identifier L{ParamsReader.string} takes as it is."""
     return type(value) is str and 0 < len(value) <= MAX_ID_LENGTH and "\x00" not in value
 
