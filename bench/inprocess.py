@@ -23,8 +23,10 @@ what a flooding source costs Beacon: limited (SendMessage from a source over
 sending max_body + 1 bytes: 413). A workload whose answer closes the
 connection opens a new one for the next request, and that is counted too. --callgrind runs this script
 twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
-the difference of the instruction counts by 1,000: the same figure for the
-same code on any run, whatever else the machine does. What it leaves out
+the difference of the instruction counts by 1,000, with PYTHONHASHSEED=0
+(str hashes salted alike): for the same code and Python, the same figure
+within about 1 % on any run, whatever else the machine does (a random hash
+seed moved it by up to 2 %). What it leaves out
 (the store's threads, the sockets, the reactor's loop) is what bench/run
 measures.
 """
@@ -221,13 +223,17 @@ def callgrind(workload: str) -> int:
     if valgrind is None:
         raise SystemExit("valgrind is missing: apt-get install valgrind")
     totals = []
+    # str hashes are salted per process: the seed fixed, dicts and sets lay
+    # out the same in both runs and on every run, and the difference counts
+    # only the requests.
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as tmp:
         for count in (200, 1200):
             out = Path(tmp) / f"callgrind.{count}"
             run = subprocess.run(
                 [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
                  sys.executable, __file__, workload, "--count", str(count)],
-                capture_output=True, text=True, check=True,
+                capture_output=True, text=True, check=True, env=environment,
             )
             found = re.search(r"Collected : (\d+)", run.stderr)
             if found is None:
