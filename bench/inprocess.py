@@ -223,9 +223,7 @@ def callgrind(workload: str) -> int:
     if valgrind is None:
         raise SystemExit("valgrind is missing: apt-get install valgrind")
     totals = []
-    # str hashes are salted per process: the seed fixed, dicts and sets lay
-    # out the same in both runs and on every run, and the difference counts
-    # only the requests.
+    # str hashes are salted per process unless the seed is fixed.
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as tmp:
         for count in (200, 1200):
