@@ -862,6 +862,74 @@ def test_routes_only_through_beacons_containers() -> None:
     assert direct_resource(root, b"/") is None
 
 
+#: Field blocks (a request head after its request line) and how the
+#: direct channel reads them: headers, declared length, close; or None.
+HEADS = {
+    b"Host: x\r\n": ({b"host": (b"x",)}, None, False),
+    b"Host: x\r\nContent-Length: 12\r\nConnection: keep-alive, close\r\n": (
+        {b"host": (b"x",), b"content-length": (b"12",), b"connection": (b"keep-alive, close",)},
+        12,
+        True,
+    ),
+    b"Host: x\r\nAccept: a\r\naccept: b\r\n": ({b"host": (b"x",), b"accept": (b"a", b"b")}, None, False),
+    b"Accept: a\r\n": None,
+    b"Host: x\r\nHost: y\r\n": None,
+    b"Host: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n": None,
+    b"Host: x\r\nContent-Length: +1\r\n": None,
+    b"Host: x\r\nTransfer-Encoding: chunked\r\n": None,
+    b"Host: x\r\nExpect: 100-continue\r\n": None,
+    b"Host: x\r\nUpgrade: websocket\r\n": None,
+    b"Host: x\r\n folded\r\n": None,
+    b"Host: x\r\n" + b"A: b\r\n" * 100: None,
+}
+
+
+@pytest.mark.parametrize("block, expected", HEADS.items())
+def test_a_head_read_again_reads_as_the_first_time(block: bytes, expected: Any) -> None:
+    """
+    A field block is read as the direct channel's rules say, and read the
+    same from what was kept the second time (the values are tuples, which
+    no request can change for the next).
+    """
+    _direct._heads.clear()
+    assert _direct.read_head(block) == expected
+    assert (block in _direct._heads) == (len(block) <= _direct.HEAD_KEPT_SIZE)
+    assert _direct.read_head(block) == expected
+    assert _direct._read_head(block) == expected
+
+
+def test_only_short_heads_are_kept_and_only_so_many() -> None:
+    """
+    A field block over HEAD_KEPT_SIZE is read every time and never kept;
+    once MAX_HEADS blocks are kept, they are all forgotten before the next
+    is kept, so that what is kept stays bounded whatever a client sends.
+    """
+    _direct._heads.clear()
+    long_block = b"Host: x\r\nA: " + b"b" * _direct.HEAD_KEPT_SIZE + b"\r\n"
+    assert _direct.read_head(long_block) is not None
+    assert _direct._heads == {}
+    blocks = [b"Host: x\r\nContent-Length: %d\r\n" % n for n in range(_direct.MAX_HEADS + 1)]
+    for n, block in enumerate(blocks):
+        assert _direct.read_head(block) == ({b"host": (b"x",), b"content-length": (b"%d" % n,)}, n, False)
+        assert len(_direct._heads) <= _direct.MAX_HEADS
+    assert list(_direct._heads) == [blocks[-1]]
+
+
+def test_requests_with_one_head_answer_as_twisted_web_would() -> None:
+    """
+    The same head sent again on a connection, and on another, is answered
+    from what was kept of it, as twisted.web answers every time.
+    """
+    _direct._heads.clear()
+    requests = post(SEND) * 3
+    direct, channel, _ = Server(direct=True).exchange(requests)
+    again, _, _ = Server(direct=True).exchange(requests)
+    web, _, _ = Server(direct=False).exchange(requests)
+    assert channel.http is None
+    assert comparable(direct) == comparable(again) == comparable(web)
+    assert direct.count(b"HTTP/1.1 200 OK") == 3
+
+
 def test_tcp_connections_get_no_delay() -> None:
     """On TCP, Nagle's algorithm is off, as twisted.web's channel sets it."""
 

@@ -4,8 +4,10 @@ requests that make up nearly all of its traffic, in front of twisted.web.
 
 A L{BeaconSite} connection starts as a L{DirectChannel}. For each request
 it reads the head at once (one search for the blank line, two regular
-expressions over the header block), and when the request is I{plain} it
-renders the addressed resource itself, with a L{DirectRequest}:
+expressions over the header block, whose reading is kept for the next
+request with the same head: L{read_head}), and when the request is
+I{plain} it renders the addressed resource itself, with a
+L{DirectRequest}:
 
     - the request line is C{GET}, C{HEAD} or C{POST}, an origin-form path
       without percent-escapes or empty segments, and C{HTTP/1.1};
@@ -155,8 +157,8 @@ class IDirectRequest(Interface):
     content = Attribute("The body, a file-like object positioned at its start.")
     postpath = Attribute("The path segments after the resource rendering it.")
     requestHeaders = Attribute(
-        "The request headers: C{getRawHeaders(name, default=None)} and "
-        "C{hasHeader(name)}."
+        "The request headers: C{getRawHeaders(name, default=None)} (a "
+        "sequence of values, not to be changed) and C{hasHeader(name)}."
     )
 
     def getHeader(name: bytes) -> bytes | None:
@@ -260,11 +262,15 @@ def http_date(seconds: int) -> bytes:
 
 
 class _RequestHeaders:
-    """The request headers, read-only, as twisted.web's L{Headers} reads them."""
+    """
+    The request headers, read-only, as twisted.web's L{Headers} reads them
+    (but each name's values are a tuple, shared with the other requests
+    of the same head: see L{read_head}).
+    """
 
     __slots__ = ("_headers",)
 
-    def __init__(self, headers: dict[bytes, list[bytes]]) -> None:
+    def __init__(self, headers: dict[bytes, tuple[bytes, ...]]) -> None:
         self._headers = headers
 
     def getRawHeaders(self, name: bytes | str, default: Any = None) -> Any:
@@ -295,7 +301,7 @@ class DirectRequest:
         uri: bytes,
         path: bytes,
         query: bytes | None,
-        headers: dict[bytes, list[bytes]],
+        headers: dict[bytes, tuple[bytes, ...]],
         body: bytes,
         close: bool,
         postpath: list[bytes],
@@ -541,6 +547,69 @@ MAX_ANSWERS = 64
 _answers: dict[tuple[Any, ...], bytes] = {}
 
 
+#: A request head's field lines as the direct channel reads them: the
+#: headers (lower-cased names, each with its values in order), the declared
+#: C{Content-Length} (None: none) and whether C{Connection} asks to close.
+Head = tuple[dict[bytes, tuple[bytes, ...]], int | None, bool]
+
+#: The longest field block whose reading is kept (L{read_head}), and how
+#: many are kept: at most 256 KiB in all.
+HEAD_KEPT_SIZE = 1024
+MAX_HEADS = 256
+_heads: dict[bytes, Head | None] = {}
+
+
+def read_head(block: bytes) -> Head | None:
+    """
+    The field lines C{block} of a request head (after the request line's
+    line end, up to and including the last line's), when the direct channel
+    may answer a request with them: plain lines (L{field_lines}, strict), at
+    most L{MAX_HEADERS}, exactly one C{Host}, no C{Transfer-Encoding},
+    C{Expect} or C{Upgrade}, at most one C{Content-Length} of digits only;
+    otherwise None (the request is handed over).
+
+    A client sends the same head, or a few, again and again (its
+    C{Content-Length} aside): the reading of a block of at most
+    L{HEAD_KEPT_SIZE} bytes is kept, for at most L{MAX_HEADS} blocks, and
+    read again only once the blocks kept are forgotten. The values are
+    tuples, shared by every request with that head.
+    """
+    kept = _heads.get(block, _heads)
+    if kept is not _heads:
+        return kept  # type: ignore[return-value]
+    head = _read_head(block)
+    if len(block) <= HEAD_KEPT_SIZE:
+        if len(_heads) >= MAX_HEADS:
+            _heads.clear()
+        _heads[block] = head
+    return head
+
+
+def _read_head(block: bytes) -> Head | None:
+    lines = field_lines(block, strict=True)
+    if lines is None or len(lines) > MAX_HEADERS:
+        return None
+    gathered: dict[bytes, list[bytes]] = {}
+    for name, value in lines:
+        name = name.lower()
+        if name in gathered:
+            gathered[name].append(value)
+        else:
+            gathered[name] = [value]
+    declared = gathered.get(b"content-length")
+    hosts = gathered.get(b"host")
+    if (
+        hosts is None
+        or len(hosts) != 1
+        or not _HANDED_OVER.isdisjoint(gathered)
+        or (declared is not None and (len(declared) != 1 or not declared[0].isdigit()))
+    ):
+        return None
+    close = b"close" in connection_tokens(gathered.get(b"connection"))
+    headers = {name: tuple(values) for name, values in gathered.items()}
+    return headers, None if declared is None else int(declared[0]), close
+
+
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
@@ -700,34 +769,14 @@ class DirectChannel(Protocol):
         if line is None:
             self._hand_over()
             return False
-        block = buffer[line_end + 2 : end + 2]
-        lines = field_lines(block, strict=True)
-        if lines is None:
+        head = read_head(buffer[line_end + 2 : end + 2])
+        if head is None:
             self._hand_over()
             return False
-        headers: dict[bytes, list[bytes]] = {}
-        for name, value in lines:
-            name = name.lower()
-            if name in headers:
-                headers[name].append(value)
-            else:
-                headers[name] = [value]
+        headers, declared, close = head
         method = line.group(1)
         path = line.group(2)
-        length = 0
-        declared = headers.get(b"content-length")
-        hosts = headers.get(b"host")
-        if (
-            len(lines) > MAX_HEADERS
-            or hosts is None
-            or len(hosts) != 1
-            or not _HANDED_OVER.isdisjoint(headers)
-            or (declared is not None and (len(declared) != 1 or not declared[0].isdigit()))
-        ):
-            self._hand_over()
-            return False
-        if declared is not None:
-            length = int(declared[0])
+        length = declared or 0
         max_body = self._site.max_body
         over = False
         if method == b"POST":
@@ -746,10 +795,9 @@ class DirectChannel(Protocol):
             return False
         start = end + 4
         if over:
-            return self._refuse_too_large(path, headers, buffer, start, length)
+            return self._refuse_too_large(path, close, buffer, start, length)
         if len(buffer) < start + length:
             return False
-        close = b"close" in connection_tokens(headers.get(b"connection"))
         found, postpath = target
         if IHeadGate.providedBy(found):
             answer = found.answer_head(method, postpath, self.peer)
@@ -776,7 +824,7 @@ class DirectChannel(Protocol):
     def _refuse_too_large(
         self,
         path: bytes,
-        headers: dict[bytes, list[bytes]],
+        close: bool,
         buffer: bytes,
         start: int,
         length: int,
@@ -784,7 +832,8 @@ class DirectChannel(Protocol):
         """
         Answer 413 at once to a request whose declared body of C{length}
         bytes (from C{start} in C{buffer}) is over the cap, count and log
-        it; then close if it asked to, or drop its body as it arrives.
+        it; then close if it asked to (C{close}), or drop its body as it
+        arrives.
 
         @return: Whether the body is all dropped already (the next request
             may be read).
@@ -800,7 +849,6 @@ class DirectChannel(Protocol):
             "too_large",
             f"the request body exceeds {limit} bytes",
         )
-        close = b"close" in connection_tokens(headers.get(b"connection"))
         self.write(self._head_answer(b"POST", close, (413, _JSON_CONTENT, body)))
         self._cancel_deadline()
         if close:
@@ -980,4 +1028,5 @@ __all__ = [
     "IHeadGate",
     "IDirectResource",
     "direct_resource",
+    "read_head",
 ]
