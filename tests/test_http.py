@@ -563,3 +563,36 @@ def test_connection_caps_refuse_the_next_connection_cleanly(beacon: Beacon, logg
         if protocol is not first:
             protocol.connectionLost(Failure(ConnectionDone()))
     assert site.open_connections == 0
+
+
+class _Unencodable(PublicPolicy):
+    """A policy whose ListTasks answer cannot be written as JSON."""
+
+    def list_tasks(self, context: Any, request: Any) -> dict[str, Any]:
+        return {"tasks": object()}
+
+
+def test_an_answer_that_cannot_be_written_is_logged(logged_events: Any) -> None:
+    """
+    A JSON-RPC answer that fails on its way out is logged as
+    http.response_failed, once, and nothing else goes wrong (no unhandled
+    error in a Deferred); the other requests are answered.
+    """
+    logged_events.expect_failures()
+    clock = Clock()
+    clock.advance(1_800_000_000)
+    limits = TransportLimits(max_body=CAP, rate=RateLimiter(0, 1, clock), sources=SourceResolver())
+    policy = _Unencodable(MemoryStore(), clock, schema_validator())
+    root = public_resources(Dispatcher(policy), limits).mount(Resource())
+    treq = StubTreq(root)
+    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
+    treq.post("http://beacon.example/a2a/v1", data=body.encode(), headers=headers)
+    treq.flush()
+    (failed,) = logged_events.failures()
+    assert failed["log_format"] == "http.response_failed"
+    assert failed["log_failure"].check(TypeError)
+    response = _sync.successResultOf(
+        treq.post("http://beacon.example/a2a/v1", data=json.dumps(send_message()).encode(), headers=headers)
+    )
+    assert response.code == 200

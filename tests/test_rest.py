@@ -618,3 +618,30 @@ def test_an_unexpected_failure_discloses_nothing(logged_events: Any) -> None:
     finally:
         world.close()
 
+
+
+def test_an_answer_that_cannot_be_written_is_logged(logged_events: Any) -> None:
+    """
+    An HTTP+JSON answer that fails on its way out is logged as
+    http.response_failed, once, and nothing else goes wrong (no unhandled
+    error in a Deferred); the next request is answered.
+    """
+
+    class Unencodable(Recorder):
+        def _record(self, name: str, context: CallContext, request: Any) -> Any:
+            if request.id == "bad":
+                return {"task": object()}
+            return super()._record(name, context, request)
+
+    logged_events.expect_failures()
+    world, site = handler_site(Unencodable())
+    try:
+        client = HTTPClient(b"GET")
+        connection = world.connect(site, client)
+        connection.write(b"GET /rest/tasks/bad HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n\r\n")
+        (failed,) = logged_events.failures()
+        assert failed["log_format"] == "http.response_failed"
+        assert failed["log_failure"].check(TypeError)
+        assert ok(send_to(world, site, "GET", "/rest/tasks/t")) == {"handled": "get_task"}
+    finally:
+        world.close()

@@ -469,3 +469,24 @@ def test_logs_carry_no_credentials_or_content(logged_events: Any) -> None:
     assert not any(TOKEN in text or "private words" in text for text in formatted)
     names = [str(e.get("log_format", "")).split(":")[0] for e in logged_events.named("ws.")]
     assert names == ["ws.connected", "ws.rate_limited", "ws.closed"]
+
+
+def test_an_answer_that_cannot_be_written_is_logged(logged_events: Any) -> None:
+    """
+    An answer that fails on its way out is logged as ws.response_failed,
+    once; the request no longer counts as in progress, and the connection
+    goes on answering.
+    """
+    logged_events.expect_failures()
+    handler = HeldHandler()
+    connection = Server(handler).open()
+    connection.send(get("bad"))
+    assert connection.server.requests_in_flight == 1
+    handler.held["bad"].callback({"task": object()})
+    (failed,) = logged_events.failures()
+    assert failed["log_format"] == "ws.response_failed"
+    assert failed["log_failure"].check(TypeError)
+    assert connection.server.requests_in_flight == 0
+    connection.send(get("good"))
+    handler.held["good"].callback({"id": "good"})
+    assert [answer["id"] for answer in connection.responses()] == ["good"]

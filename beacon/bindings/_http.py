@@ -872,30 +872,33 @@ class JSONRPCResource(MethodsResource):
         request.notifyFinish().addBoth(finished.append)
 
         def respond(response: dict[str, Any] | StreamAnswer | None) -> None:
-            if finished:
+            # Guarded here, not by an errback: one step less on every
+            # request's way back (dispatch itself never fails).
+            try:
+                if finished:
+                    if isinstance(response, StreamAnswer):
+                        response.stream.cancel()
+                    return  # The peer went away; nothing to answer.
+                echo_extensions(request, context)
                 if isinstance(response, StreamAnswer):
-                    response.stream.cancel()
-                return  # The peer went away; nothing to answer.
-            echo_extensions(request, context)
-            if isinstance(response, StreamAnswer):
-                request_id = response.id
-                stream_events(
-                    request,
-                    response.stream,
-                    self._clock,
-                    self._keepalive,
-                    lambda result: b"data: " + dumps(success(request_id, result)) + b"\n\n",
-                    lambda error: b"data: " + dumps(failure(request_id, error)) + b"\n\n",
-                )
-            elif response is None:
-                request.setResponseCode(NO_CONTENT)
-                request.finish()
-            else:
-                write_json(request, JSON_TYPE, dumps(response))
+                    request_id = response.id
+                    stream_events(
+                        request,
+                        response.stream,
+                        self._clock,
+                        self._keepalive,
+                        lambda result: b"data: " + dumps(success(request_id, result)) + b"\n\n",
+                        lambda error: b"data: " + dumps(failure(request_id, error)) + b"\n\n",
+                    )
+                elif response is None:
+                    request.setResponseCode(NO_CONTENT)
+                    request.finish()
+                else:
+                    write_json(request, JSON_TYPE, dumps(response))
+            except Exception:
+                log.failure("http.response_failed")
 
-        self._dispatcher.dispatch(body, context).addCallback(respond).addErrback(
-            lambda reason: log.failure("http.response_failed", reason)
-        )
+        self._dispatcher.dispatch(body, context).addCallback(respond)
         return NOT_DONE_YET
 
 

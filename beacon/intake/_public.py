@@ -15,7 +15,7 @@ Nothing submitted is ever echoed back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from jsonschema import Draft202012Validator
 from twisted.internet.defer import Deferred, inlineCallbacks
@@ -96,6 +96,13 @@ def _not_continued(record: TaskStatusRecord | None) -> Any:
 _log = Logger(namespace=f"{__name__}.PublicPolicy")
 
 
+_T = TypeVar("_T")
+
+
+def _the_submission(submission: Submission) -> Submission:
+    return submission
+
+
 @implementer(IA2AHandler, INativeHandler)
 class PublicPolicy(NoPushNoExtendedCard):
     """
@@ -123,10 +130,14 @@ class PublicPolicy(NoPushNoExtendedCard):
         context: CallContext,
         content: Content,
         message_id: str = "",
-    ) -> Deferred[Submission]:
+        # Left out, _T is Submission (mypy cannot tie a default to _T).
+        answer: Callable[[Submission], _T] = _the_submission,  # type: ignore[assignment]
+    ) -> Deferred[_T]:
         """
         Store already mapped content (see L{beacon.intake.map_message}) and
-        return the stored L{Submission} once it is committed.
+        return the stored L{Submission} once it is committed, or what
+        C{answer} makes of it (in the same callback: one step less on every
+        submission's way back).
 
         @raise InternalError: (asynchronously) the store failed; nothing was
             stored and no receipt may be given.
@@ -147,7 +158,7 @@ class PublicPolicy(NoPushNoExtendedCard):
             content.sha256,
         )
 
-        def stored(_: None) -> Submission:
+        def stored(_: None) -> _T:
             _log.info(
                 "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}",
                 receipt=submission.id,
@@ -155,9 +166,9 @@ class PublicPolicy(NoPushNoExtendedCard):
                 kind=submission.kind,
                 door=submission.door,
             )
-            return submission
+            return answer(submission)
 
-        def failed(reason: Any) -> Submission:
+        def failed(reason: Any) -> _T:
             reason.trap(StoreError)
             _log.error(
                 "intake.store_failed: a submission via {door} was not stored: {error}",
@@ -178,7 +189,7 @@ class PublicPolicy(NoPushNoExtendedCard):
         L{beacon.intake.parse_native}); answer with its receipt.
         """
         content = parse_native(document, self._validator)
-        return self.submit(context, content).addCallback(receipt_of)
+        return self.submit(context, content, "", receipt_of)
 
     def native_status(self, receipt_id: str) -> Deferred[dict[str, str] | None]:
         """
@@ -227,9 +238,7 @@ class PublicPolicy(NoPushNoExtendedCard):
                 }
             }
 
-        return self.submit(context, content, request.message.message_id).addCallback(
-            answer
-        )
+        return self.submit(context, content, request.message.message_id, answer)
 
     def get_task(
         self, context: CallContext, request: types.GetTaskRequest
