@@ -249,6 +249,13 @@ REFUSED_DIRECTLY = {
     "body over the cap by the discard bound": post(b"x" * (DEFAULT_MAX_BODY + DISCARD_MAX)),
     "HTTP+JSON body over the cap": post(b"x" * 70000, b"/a2a/rest/message:send"),
     "the card, a body over the cap": post(b"x" * 70000, b"/.well-known/agent-card.json"),
+    # The cap is the site's, decided before any resource: whatever the
+    # path and method, the refusal costs no new connection.
+    "a path of no resource, a body over the cap": post(b"x" * 70000, b"/nowhere"),
+    "under a resource of twisted.web's, a body over the cap": post(b"x" * 70000, b"/a2a/ws"),
+    "a GET with a body over the cap": get(b"/.well-known/agent-card.json", b"Content-Length: 70000\r\n")
+    + b"x" * 70000,
+    "a GET of no resource, a body over the cap": get(b"/nowhere", b"Content-Length: 70000\r\n") + b"x" * 70000,
 }
 
 
@@ -358,6 +365,20 @@ def test_bodies_over_the_cap_within_the_discard_bound_are_refused_directly(reque
     }
     assert not direct_transport.disconnecting
     assert web_transport.disconnecting
+
+
+def test_a_head_with_a_body_over_the_cap_is_refused_without_a_body() -> None:
+    """A HEAD declaring a body over the cap: 413 with the length of the refusal's body but not the body, the declared body dropped, the connection kept for the next request."""
+    request = get(b"/nowhere", b"Content-Length: 70000\r\n", method=b"HEAD")
+    server = Server(direct=True)
+    raw, channel, transport = server.exchange(request + b"x" * 70000 + CARD)
+    refusal, card = raw.split(b"HTTP/1.1 ")[1:]
+    status, headers, body = answer_parts(b"HTTP/1.1 " + refusal)
+    assert status == b"HTTP/1.1 413 Content Too Large" and body == b""
+    assert headers[b"Content-Length"] == b"%d" % len(TOO_LARGE)
+    assert card.startswith(b"200 OK\r\n")
+    assert channel.http is None and not transport.disconnecting
+    assert server.site.refusals == {"too_large": 1}
 
 
 def test_the_date_comes_from_the_clock() -> None:

@@ -16,8 +16,8 @@ L{DirectRequest}:
       C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;
     - there is exactly one C{Host} line and no C{Transfer-Encoding},
       C{Expect} or C{Upgrade}; a POST declares one C{Content-Length}
-      within the site's C{max_body} (or over it by at most
-      L{DISCARD_MAX}: see below), a GET or HEAD none (or 0);
+      within the site's C{max_body}, a GET or HEAD none (or 0) (a
+      declared length over C{max_body}: see below);
     - the path leads through Beacon's own L{Container}s (whose children
       are in C{children} and nowhere else) to a resource that provides
       L{IDirectResource}: one whose C{render} takes any L{IDirectRequest};
@@ -37,16 +37,18 @@ WebSocket test suites run once with the direct channel and once without
 (C{pytest --http-path=twisted.web}). It is switched off with C{[server]
 direct = false} (or C{BeaconSite(direct=False)}).
 
-One answer differs, on purpose. A plain POST whose declared
+One answer differs, on purpose. A request whose declared
 C{Content-Length} is over C{max_body} by at most L{DISCARD_MAX} is refused
-here: 413 C{too_large} at once, before any of the body, with the body
-twisted.web's request would send (in the shape of the door the path
-belongs to) but a direct answer's headers (C{Server}, C{Date}, no
-C{Connection: close} unless the request asked to close), counted and
-logged as twisted.web's refusal is; then the declared body is read and
-dropped as it arrives, never buffered, and the connection serves the next
-request. A 413 costs no new connection, as Go's net/http and nginx drop an
-unread body to keep theirs. A longer declared body, a body without a
+here, whatever its path and method (the site's cap is decided before any
+resource, as twisted.web's request decides it), once its request line and
+head are plain as above: 413 C{too_large} at once, before any of the body,
+with the body twisted.web's request would send (in the shape of the door
+the path belongs to; none to a C{HEAD}) but a direct answer's headers
+(C{Server}, C{Date}, no C{Connection: close} unless the request asked to
+close), counted and logged as twisted.web's refusal is; then the declared
+body is read and dropped as it arrives, never buffered, and the connection
+serves the next request. A 413 costs no new connection, as Go's net/http
+and nginx drop an unread body to keep theirs. A longer declared body, a body without a
 declared length (chunked) that grows over the cap, and any request on
 twisted.web's path (C{direct = false}, or a connection already handed
 over) are answered 413 by twisted.web's request, which closes the
@@ -778,24 +780,25 @@ class DirectChannel(Protocol):
         path = line.group(2)
         length = declared or 0
         max_body = self._site.max_body
-        over = False
-        if method == b"POST":
-            # No declared length, or one over the cap by more than
-            # DISCARD_MAX: twisted.web answers.
-            plain = declared is not None and length <= max_body
-            over = declared is not None and max_body < length <= max_body + DISCARD_MAX
-        else:
-            plain = length == 0
-        if not (plain or over):
+        start = end + 4
+        if length > max_body:
+            # The site's cap, decided before any resource, as twisted.web's
+            # request decides it: refused here whatever the path and method,
+            # unless the body is too long to drop (twisted.web answers).
+            if length > max_body + DISCARD_MAX:
+                self._hand_over()
+                return False
+            return self._refuse_too_large(method, path, close, buffer, start, length)
+        # A POST without a declared length, or a GET or HEAD with a body:
+        # twisted.web answers.
+        unusual = declared is None if method == b"POST" else length != 0
+        if unusual:
             self._hand_over()
             return False
         target = direct_resource(self._site.resource, path)
         if target is None:
             self._hand_over()
             return False
-        start = end + 4
-        if over:
-            return self._refuse_too_large(path, close, buffer, start, length)
         if len(buffer) < start + length:
             return False
         found, postpath = target
@@ -823,6 +826,7 @@ class DirectChannel(Protocol):
 
     def _refuse_too_large(
         self,
+        method: bytes,
         path: bytes,
         close: bool,
         buffer: bytes,
@@ -849,7 +853,7 @@ class DirectChannel(Protocol):
             "too_large",
             f"the request body exceeds {limit} bytes",
         )
-        self.write(self._head_answer(b"POST", close, (413, _JSON_CONTENT, body)))
+        self.write(self._head_answer(method, close, (413, _JSON_CONTENT, body)))
         self._cancel_deadline()
         if close:
             self._buffer = b""
