@@ -16,8 +16,8 @@ L{DirectRequest}:
       C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;
     - there is exactly one C{Host} line and no C{Transfer-Encoding},
       C{Expect} or C{Upgrade}; a POST declares one C{Content-Length}
-      within the site's C{max_body}, a GET or HEAD none (or 0) (a
-      declared length over C{max_body}: see below);
+      within the site's C{max_body}, a GET or HEAD none (or 0); a
+      declared length over C{max_body} is refused first (see below);
     - the path leads through Beacon's own L{Container}s (whose children
       are in C{children} and nowhere else) to a resource that provides
       L{IDirectResource}: one whose C{render} takes any L{IDirectRequest};
@@ -37,21 +37,21 @@ WebSocket test suites run once with the direct channel and once without
 (C{pytest --http-path=twisted.web}). It is switched off with C{[server]
 direct = false} (or C{BeaconSite(direct=False)}).
 
-One answer differs, on purpose. A request whose declared
-C{Content-Length} is over C{max_body} by at most L{DISCARD_MAX} is refused
-here, whatever its path and method (the site's cap is decided before any
-resource, as twisted.web's request decides it), once its request line and
-head are plain as above: 413 C{too_large} at once, before any of the body,
+One answer differs, on purpose. A C{GET}, C{HEAD} or C{POST} whose request
+line and head are plain as above and whose declared C{Content-Length} is
+over C{max_body} by at most L{DISCARD_MAX} is refused here, whatever its
+path (the site's cap is decided before any resource, as twisted.web's
+request decides it): 413 C{too_large} at once, before any of the body,
 with the body twisted.web's request would send (in the shape of the door
 the path belongs to; none to a C{HEAD}) but a direct answer's headers
 (C{Server}, C{Date}, no C{Connection: close} unless the request asked to
 close), counted and logged as twisted.web's refusal is; then the declared
 body is read and dropped as it arrives, never buffered, and the connection
 serves the next request. A 413 costs no new connection, as Go's net/http
-and nginx drop an unread body to keep theirs. A longer declared body, a body without a
-declared length (chunked) that grows over the cap, and any request on
-twisted.web's path (C{direct = false}, or a connection already handed
-over) are answered 413 by twisted.web's request, which closes the
+and nginx drop an unread body to keep theirs. A longer declared body, a
+body without a declared length (chunked) that grows over the cap, and any
+request on twisted.web's path (C{direct = false}, or a connection already
+handed over) are answered 413 by twisted.web's request, which closes the
 connection.
 
 Its own limits are the site's: the head must arrive within
