@@ -194,9 +194,13 @@ def measure(workload: str, count: int) -> float:
             )
         return b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
 
-    expected = {"limited": b"HTTP/1.1 429 ", "too-large": b"HTTP/1.1 413 "}.get(
-        workload, b"HTTP/1.1 200 "
-    )
+    # A flood over `rate = 1` is let through once a second of the clock (one
+    # request in 3,000 at STEP): that one is answered, as in a real flood,
+    # and counted in the figure, as refusal.lua counts it as admitted.
+    expected: tuple[bytes, ...] = {
+        "limited": (b"HTTP/1.1 429 ", b"HTTP/1.1 200 "),
+        "too-large": (b"HTTP/1.1 413 ",),
+    }.get(workload, (b"HTTP/1.1 200 ",))
     requests = [request(n) for n in range(WARM_UP + count)]
     for data in requests[:WARM_UP]:
         channel.dataReceived(data)
