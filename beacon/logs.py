@@ -167,13 +167,19 @@ class TurnFlushedObserver:
     What a crash can cost: a process killed outright loses the lines of the
     turn it was in (those of its last millisecond or so), never a line of
     an earlier turn.
+
+    A signal handler may log while the reactor's thread is writing lines
+    (twistd's SIGTERM handler does, from wherever the thread was): the lock
+    is re-entrant and the lines being written are taken out of the list
+    first, so the handler's line is kept for the next turn, not waited for
+    (a plain lock hung the process) nor lost.
     """
 
     def __init__(self, out_file: TextIO, reactor: TurnReactor) -> None:
         self._out = out_file
         self._reactor = reactor
         self._kept: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._trigger = False
 
     def __call__(self, event: LogEvent) -> None:
@@ -201,9 +207,12 @@ class TurnFlushedObserver:
             self._write()
 
     def _write(self) -> None:
-        if self._kept:
-            self._out.write("".join(self._kept))
-            self._kept.clear()
+        kept = self._kept
+        if kept:
+            # Taken out first: a line logged during the write (by a signal
+            # handler) goes to the next one.
+            self._kept = []
+            self._out.write("".join(kept))
         self._out.flush()
 
 

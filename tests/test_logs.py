@@ -371,6 +371,73 @@ def test_what_is_buffered_is_flushed_after_shutdown() -> None:
         call.cancel()
 
 
+class _SignalledWhileWriting(_Flushes):
+    """
+    A text file whose first write is interrupted by C{signum}, raised in
+    this thread: its handler runs before the write goes on, as a signal
+    arriving while twistd writes its log does.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = signum
+        self.raised = False
+
+    def write(self, text: str) -> int:
+        if not self.raised:
+            self.raised = True
+            signal.raise_signal(self.signum)
+        return super().write(text)
+
+
+class _Deadlocked(Exception):
+    """The watchdog's alarm: the observer waited for itself."""
+
+
+def test_a_signal_handler_that_logs_while_lines_are_written_is_heard() -> None:
+    """
+    twistd's SIGTERM handler logs ("Received SIGTERM") from whatever the
+    reactor's thread was doing, which may be writing the turn's lines: the
+    handler's line is written in the next turn, and neither line is lost.
+    (The observer's lock was not re-entrant: a busy twistd hung on SIGTERM,
+    waiting for itself.) A watchdog alarm turns that hang into a failure.
+    """
+    out, reactor = _SignalledWhileWriting(signal.SIGUSR2), _TurnReactor()
+    observer = text_file_observer(out, reactor)
+    request, received = events_of(
+        lambda log: [log.info("intake.stored: a line"), log.info("Received SIGTERM, shutting down.")]
+    )
+
+    def handler(signum: int, frame: Any) -> None:
+        observer(received)
+
+    def watchdog(signum: int, frame: Any) -> None:
+        raise _Deadlocked()
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    previous_alarm = signal.signal(signal.SIGALRM, watchdog)
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    try:
+        with _in_io_thread(True):
+            observer(request)
+            # The turn's end: its line written, the signal handled meanwhile,
+            # and the handler's line at the end of the next turn (which a
+            # Clock runs in the same advance).
+            reactor.advance(0)
+            reactor.advance(0)
+    except _Deadlocked:
+        pytest.fail("the observer waited for its own lock in the signal handler")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_alarm)
+        signal.signal(signal.SIGUSR2, previous)
+    assert out.raised
+    assert out.getvalue() == (format_classic_text(request) or "") + (
+        format_classic_text(received) or ""
+    )
+    assert reactor.getDelayedCalls() == []
+
+
 @contextmanager
 def _in_io_thread(yes: bool) -> Iterator[None]:
     """Make twisted.python.threadable see this thread as the reactor's, or not."""
