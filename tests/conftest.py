@@ -127,9 +127,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(autouse=True)
 def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The --http-path of this run: with twisted.web, no BeaconSite answers directly."""
+    """
+    The --http-path of this run: with twisted.web, no BeaconSite answers
+    directly, and a test marked C{direct_channel} (one of the direct channel
+    itself, which needs it) is skipped.
+    """
     path: str = request.config.getoption("--http-path")
     if path == "twisted.web":
+        if request.node.get_closest_marker("direct_channel") is not None:
+            pytest.skip("a test of the direct channel itself: --http-path=twisted.web takes it away")
         from beacon.bindings.http import BeaconSite
 
         monkeypatch.setattr(BeaconSite, "direct_default", False)

@@ -47,6 +47,9 @@ from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
 from websocket_support import wss_send
 
+#: Every test here is of the direct channel itself (--http-path=twisted.web skips them).
+pytestmark = pytest.mark.direct_channel
+
 PEER = IPv4Address("TCP", "192.0.2.7", 4321)
 SEND = json.dumps(
     {

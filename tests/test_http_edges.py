@@ -383,6 +383,7 @@ def test_a_request_line_arriving_behind_an_answered_request_is_timed(direct: boo
     assert transport.disconnecting
 
 
+@pytest.mark.direct_channel
 def test_both_requests_provide_the_direct_request_interface() -> None:
     """What a direct resource's render gets provides IDirectRequest, on either path: the interface is checked, not a marker."""
     from twisted.web.resource import Resource
