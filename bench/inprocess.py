@@ -19,7 +19,9 @@ text frame on a WebSocket connection of the A2A WebSocket binding),
 rest-send and rest-get (SendMessage and GetTask over the HTTP+JSON binding:
 POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}); and two refusals,
 what a flooding source costs Beacon: limited (SendMessage from a source over
-`[limits] rate = 1, burst = 1`: 429) and too-large (a POST declaring and
+`[limits] rate = 1, burst = 1`: 429, but for the one request in 3,000 the
+rate lets through at the clock's pace, answered 200 and counted) and
+too-large (a POST declaring and
 sending max_body + 1 bytes: 413). A workload whose answer closes the
 connection opens a new one for the next request, and that is counted too. --callgrind runs this script
 twice under valgrind's callgrind, with 200 and 1,200 requests, and divides
