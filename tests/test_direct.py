@@ -705,6 +705,77 @@ def test_the_body_deadline_runs_from_the_end_of_the_head() -> None:
     assert server.site.refusals == {"too_large": 1}
 
 
+class CountingClock(Clock):
+    """A Clock that counts the calls scheduled on it."""
+
+    scheduled = 0
+
+    def callLater(self, delay: float, f: Any, *args: Any, **kw: Any) -> Any:
+        self.scheduled += 1
+        return super().callLater(delay, f, *args, **kw)
+
+
+def test_a_flood_of_dropped_bodies_schedules_no_timer_per_refusal() -> None:
+    """Each 413's body arriving in two reads arms the body deadline, and its end disarms it: one timer serves the connection, not one per refusal."""
+    server = Server(direct=True)
+    server.clock = clock = CountingClock()
+    clock.advance(1_800_000_000)
+    server.site.reactor = clock
+    channel, transport = server.connect()
+    channel.dataReceived(CARD)
+    before = clock.scheduled
+    for _ in range(100):
+        channel.dataReceived(OVER_HEAD + b"x" * 1000)
+        channel.dataReceived(b"x" * (OVER - 1000))
+        clock.advance(0.01)
+    assert statuses(transport.value()) == [b"200"] + [b"413"] * 100
+    assert clock.scheduled - before <= 2, "the body deadline and the throttle's summary, once each"
+    assert not transport.disconnecting
+
+
+def test_a_deadline_armed_again_later_runs_from_its_own_start() -> None:
+    """The timer left from an earlier body does not cut a later one short: each body has body_timeout from the end of its head."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    server.clock.advance(20)
+    channel.dataReceived(b"x" * (OVER - 100))
+    server.clock.advance(5)
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    server.clock.advance(29.9)
+    assert not transport.disconnecting, "the first body's deadline, 30 s after it began, is long past"
+    server.clock.advance(0.1)
+    assert transport.disconnecting
+    assert statuses(transport.value()) == [b"413", b"413"]
+    assert server.site.refusals == {"too_large": 2, "request_timeout": 1}
+
+
+def test_a_header_deadline_after_a_body_deadline_is_kept_to_the_second() -> None:
+    """A half-arrived head after a dropped body gets header_timeout (10 s), sooner than the body's 30: the timer is moved sooner."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    server.clock.advance(1)
+    channel.dataReceived(b"x" * (OVER - 100) + CARD[:10])
+    server.clock.advance(9.9)
+    assert not transport.disconnecting
+    server.clock.advance(0.1)
+    assert transport.disconnecting
+    assert statuses(transport.value()) == [b"413", b"408"]
+
+
+def test_a_closed_connection_leaves_no_timer() -> None:
+    """The deadline's timer goes with the connection."""
+    server = Server(direct=True)
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    channel.dataReceived(b"x" * (OVER - 100))
+    lose(channel)
+    assert server.clock.getDelayedCalls() == [] or all(
+        not call.active() for call in server.clock.getDelayedCalls()
+    )
+
+
 def test_a_silent_connection_dropping_a_body_is_closed_by_the_idle_timeout() -> None:
     """Without a body deadline, the idle timeout still closes a connection whose dropped body stopped coming."""
     clock = Clock()

@@ -651,7 +651,11 @@ class DirectChannel(Protocol):
         self._write_paused = False
         self._reading_paused = False
         self._closing = False
+        #: The arrival deadline (see L{_arm}): the phase that must end
+        #: (None: disarmed), its seconds, when it is due, and the timer.
         self._phase: str | None = None
+        self._phase_seconds = 0.0
+        self._due = 0.0
         self._deadline: Any = None
         self._idle: Any = None
         self._abort: Any = None
@@ -978,11 +982,45 @@ class DirectChannel(Protocol):
         setting = "body_timeout" if phase == "body" else "header_timeout"
         seconds = getattr(self._site, setting, None)
         if seconds:
-            self._phase = phase
-            self._deadline = self._clock.callLater(seconds, self._too_slow, phase, seconds)
+            self._arm(phase, seconds)
+
+    # The arrival deadline: one timer for the connection. Arming it sets
+    # when the phase must end; disarming forgets that. The timer is made
+    # only when none is pending, moved sooner when the deadline is sooner
+    # than it, and otherwise left to run: when it comes it checks the
+    # deadline of the moment, and waits again for a later one. A flood of
+    # requests that each arrive in two reads (a 413's dropped body) so
+    # costs a few attribute writes each, not a DelayedCall made and
+    # cancelled per request.
+
+    def _arm(self, phase: str, seconds: float) -> None:
+        """The C{phase} (C{"headers"} or C{"body"}) must end within C{seconds}."""
+        due = self._clock.seconds() + seconds
+        self._phase = phase
+        self._phase_seconds = seconds
+        self._due = due
+        timer = self._deadline
+        if timer is None:
+            self._deadline = self._clock.callLater(seconds, self._deadline_reached, due)
+        elif timer.getTime() > due:
+            timer.reset(seconds)
+
+    def _deadline_reached(self, due: float) -> None:
+        """The timer set for C{due} came: time out, or wait for a later deadline."""
+        self._deadline = None
+        phase = self._phase
+        if phase is None:
+            return
+        if due < self._due:
+            # Armed again since the timer was set: wait for the new deadline.
+            self._deadline = self._clock.callLater(
+                self._due - self._clock.seconds(), self._deadline_reached, self._due
+            )
+            return
+        self._too_slow(phase, self._phase_seconds)
 
     def _too_slow(self, what: str, seconds: float) -> None:
-        self._deadline = self._phase = None
+        self._phase = None
         self._site.refusals["request_timeout"] += 1
         if self._discard:
             # A refused body that did not come: its 413 is sent, so no
@@ -994,10 +1032,8 @@ class DirectChannel(Protocol):
         refuse_slow(self, what, seconds)
 
     def _cancel_deadline(self) -> None:
-        if self._deadline is not None:
-            if self._deadline.active():
-                self._deadline.cancel()
-            self._deadline = self._phase = None
+        """Disarm the deadline (its timer, if any, is left to run out)."""
+        self._phase = None
 
     def _idle_check(self) -> None:
         timeout: float = self._site.timeOut or 0.0
@@ -1016,7 +1052,11 @@ class DirectChannel(Protocol):
         self._idle = self._clock.callLater(wait, self._idle_check)
 
     def _stop_timers(self) -> None:
-        self._cancel_deadline()
+        self._phase = None
+        if self._deadline is not None:
+            if self._deadline.active():
+                self._deadline.cancel()
+            self._deadline = None
         if self._idle is not None:
             if self._idle.active():
                 self._idle.cancel()

@@ -76,7 +76,10 @@ class LogThrottle:
             self._logged_at[kind] = now
             emit()
             return
-        self._held.setdefault(kind, Counter())[detail] += 1
+        held = self._held.get(kind)
+        if held is None:
+            held = self._held[kind] = Counter()
+        held[detail] += 1
         if self._call is None:
             self._call = self._clock.callLater(
                 max(0.0, logged_at + self.interval - now), self._summarise
