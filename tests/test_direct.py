@@ -715,6 +715,14 @@ class CountingClock(Clock):
         return super().callLater(delay, f, *args, **kw)
 
 
+class ReactorLikeClock(Clock):
+    """A Clock that refuses a call in the past, as a reactor's callLater does."""
+
+    def callLater(self, delay: float, f: Any, *args: Any, **kw: Any) -> Any:
+        assert delay >= 0, f"{delay} is not greater than or equal to 0 seconds"
+        return super().callLater(delay, f, *args, **kw)
+
+
 def test_a_flood_of_dropped_bodies_schedules_no_timer_per_refusal() -> None:
     """Each 413's body arriving in two reads arms the body deadline, and its end disarms it: one timer serves the connection, not one per refusal."""
     server = Server(direct=True)
@@ -762,6 +770,24 @@ def test_a_header_deadline_after_a_body_deadline_is_kept_to_the_second() -> None
     server.clock.advance(0.1)
     assert transport.disconnecting
     assert statuses(transport.value()) == [b"413", b"408"]
+
+
+def test_a_timer_that_comes_late_times_out_the_deadline_it_finds() -> None:
+    """A reactor late past both the timer and the deadline armed since: the connection times out (no timer set in the past)."""
+    server = Server(direct=True)
+    server.clock = clock = ReactorLikeClock()
+    clock.advance(1_800_000_000)
+    server.site.reactor = clock
+    channel, transport = server.connect()
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    clock.advance(1)
+    channel.dataReceived(b"x" * (OVER - 100))
+    clock.advance(1)
+    channel.dataReceived(OVER_HEAD + b"x" * 100)
+    clock.advance(100)
+    assert transport.disconnecting
+    assert statuses(transport.value()) == [b"413", b"413"]
+    assert server.site.refusals == {"too_large": 2, "request_timeout": 1}
 
 
 def test_a_closed_connection_leaves_no_timer() -> None:

@@ -1011,10 +1011,12 @@ class DirectChannel(Protocol):
         phase = self._phase
         if phase is None:
             return
-        if due < self._due:
-            # Armed again since the timer was set: wait for the new deadline.
+        now = self._clock.seconds()
+        if due < self._due and now < self._due:
+            # Armed again since the timer was set: wait for the new deadline
+            # (unless the reactor comes so late that it is past too).
             self._deadline = self._clock.callLater(
-                self._due - self._clock.seconds(), self._deadline_reached, self._due
+                self._due - now, self._deadline_reached, self._due
             )
             return
         self._too_slow(phase, self._phase_seconds)
