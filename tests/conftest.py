@@ -18,6 +18,7 @@ leaves nothing fails too, so that the marker goes once it is no longer true.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -39,6 +40,16 @@ from twisted.logger import globalLogPublisher
 # that never starts. No child of the test process uses gRPC before exec.
 # Read when grpc is first imported, which is after this.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+# Tests that stop a `beacon review follow` or `review web` child with SIGINT
+# play the person pressing Ctrl-C at a terminal, where SIGINT is never
+# ignored. A shell starting the suite in the background without job control
+# (`make test &` in a script, nohup) starts it with SIGINT ignored, which its
+# children inherit, and Twisted leaves an ignored SIGINT alone: those
+# children would not stop. The suite's process handles SIGINT as an
+# interactive one does, so that its children start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Hypothesis: in CI (CI=true) every run draws the same examples (derandomized,
 # no example database), so that a run passes or fails by the code alone, and
