@@ -778,17 +778,6 @@ def test_a_header_deadline_after_a_body_deadline_is_kept_to_the_second() -> None
     assert statuses(transport.value()) == [b"413", b"408"]
 
 
-def test_a_closed_connection_leaves_no_timer() -> None:
-    """The deadline's timer goes with the connection."""
-    server = Server(direct=True)
-    channel, transport = server.connect()
-    channel.dataReceived(OVER_HEAD + b"x" * 100)
-    channel.dataReceived(b"x" * (OVER - 100))
-    assert server.clock.getDelayedCalls() != []
-    lose(channel)
-    assert server.clock.getDelayedCalls() == []
-
-
 def test_a_silent_connection_dropping_a_body_is_closed_by_the_idle_timeout() -> None:
     """Without a body deadline, the idle timeout still closes a connection whose dropped body stopped coming."""
     clock = Clock()

@@ -652,9 +652,8 @@ class DirectChannel(Protocol):
         self._reading_paused = False
         self._closing = False
         #: The arrival deadline (see L{_arm}): the phase that must end
-        #: (None: disarmed), its seconds, when it is due, and the timer.
+        #: (None: disarmed), when it is due, and the timer.
         self._phase: str | None = None
-        self._phase_seconds = 0.0
         self._due = 0.0
         self._deadline: Any = None
         self._idle: Any = None
@@ -979,10 +978,15 @@ class DirectChannel(Protocol):
         if phase == self._phase:
             return
         self._cancel_deadline()
-        setting = "body_timeout" if phase == "body" else "header_timeout"
-        seconds = getattr(self._site, setting, None)
+        seconds = self._timeout(phase)
         if seconds:
             self._arm(phase, seconds)
+
+    def _timeout(self, phase: str) -> float | None:
+        """The site's seconds for C{phase} (C{"headers"} or C{"body"}), or None."""
+        setting = "body_timeout" if phase == "body" else "header_timeout"
+        seconds: float | None = getattr(self._site, setting, None)
+        return seconds
 
     # The arrival deadline: one timer for the connection. Arming it sets
     # when the phase must end; disarming forgets that. The timer is made
@@ -997,7 +1001,6 @@ class DirectChannel(Protocol):
         """The C{phase} (C{"headers"} or C{"body"}) must end within C{seconds}."""
         due = self._clock.seconds() + seconds
         self._phase = phase
-        self._phase_seconds = seconds
         self._due = due
         timer = self._deadline
         if timer is None:
@@ -1019,7 +1022,7 @@ class DirectChannel(Protocol):
                 self._due - now, self._deadline_reached, self._due
             )
             return
-        self._too_slow(phase, self._phase_seconds)
+        self._too_slow(phase, self._timeout(phase) or 0.0)
 
     def _too_slow(self, what: str, seconds: float) -> None:
         self._phase = None
