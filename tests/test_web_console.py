@@ -926,6 +926,47 @@ def test_beacon_down_and_back(driver: WebDriver, console: Console, inbox: Inbox)
     wait(driver, lambda d: back in row_ids(d))
 
 
+#: In the page: the next /api/tasks answer is fetched at once but handed
+#: to the console only when window.releaseList() is called; window.listRead
+#: is true once the console has answered it (so the list was read then).
+HOLD_NEXT_LIST = """
+const realFetch = window.fetch;
+window.listRead = false;
+window.releaseList = null;
+window.fetch = (input, init) => {
+  const answer = realFetch(input, init);
+  if (!String(input).startsWith("/api/tasks?")) {
+    return answer;
+  }
+  window.fetch = realFetch;
+  answer.then((response) => response.clone().text()).then(() => { window.listRead = true; });
+  return new Promise((resolve) => { window.releaseList = () => resolve(answer); });
+};
+"""
+
+
+def test_a_submission_heard_while_the_list_reloads_stays_on_it(
+    driver: WebDriver, console: Console, inbox: Inbox
+) -> None:
+    """
+    A submission stored after a fresh list was read, but heard live before
+    that list reached the page (a reconnection, a filter, "show"), stays on
+    the page once the list is shown: what was heard meanwhile is applied to
+    it again.
+    """
+    open_inbox(driver, console)
+    driver.execute_script(HOLD_NEXT_LIST)
+    box = by_id(driver, "search")
+    box.clear()
+    box.send_keys(Keys.ENTER)
+    wait(driver, lambda d: d.execute_script("return window.listRead") is True)
+    late = inbox.text(f"late {marker()}")
+    wait(driver, lambda d: late in row_ids(d))
+    driver.execute_script("window.releaseList()")
+    wait(driver, lambda d: by_id(d, "inbox").get_attribute("aria-busy") is None)
+    assert row_ids(driver)[0] == late
+
+
 def test_console_stops_on_sigterm(driver: WebDriver, console: Console) -> None:
     """SIGTERM: the console stops listening, says so, exits 0; the page notices."""
     open_inbox(driver, console)

@@ -31,6 +31,7 @@ const view = {
   unseen: 0,            // live arrivals the current filters may not show
   beaconDown: false,
   generation: 0,        // drops answers to superseded list requests
+  heard: null,          // live events heard while a fresh list is on its way
 };
 
 // Messages.
@@ -150,6 +151,10 @@ function replaceRow(task) {
 
 async function load(reset) {
   const generation = ++view.generation;
+  // A fresh list may have been read before a submission or decision that
+  // is heard live while it is on its way: what is heard meanwhile is kept
+  // and applied again to the list once it is shown.
+  view.heard = reset ? { generation, events: [] } : null;
   const query = reset ? queryOfForm() : view.query;
   const params = { ...query, pageSize: String(PAGE_SIZE) };
   if (!reset) {
@@ -180,8 +185,16 @@ async function load(reset) {
     }
     view.nextPageToken = typeof page?.nextPageToken === "string" ? page.nextPageToken : "";
     renderList();
+    if (reset) {
+      const events = view.heard?.generation === generation ? view.heard.events : [];
+      view.heard = null;
+      for (const [apply, payload] of events) {
+        apply(payload);
+      }
+    }
   } catch (error) {
     if (generation === view.generation) {
+      view.heard = null;
       failed(error);
     }
   } finally {
@@ -612,6 +625,15 @@ function shownByFilters(task) {
   return true;
 }
 
+// A live event: applied now, and kept if a fresh list is on its way (see
+// load).
+function hear(apply, payload) {
+  if (view.heard?.generation === view.generation) {
+    view.heard.events.push([apply, payload]);
+  }
+  apply(payload);
+}
+
 function arrived(task) {
   if (!task || typeof task.id !== "string" || view.tasks.some((t) => t.id === task.id)) {
     return;
@@ -688,9 +710,9 @@ function listen() {
       return;
     }
     if (data && typeof data === "object" && data.task) {
-      arrived(data.task);
+      hear(arrived, data.task);
     } else if (data && typeof data === "object" && data.statusUpdate) {
-      updated(data.statusUpdate);
+      hear(updated, data.statusUpdate);
     }
   });
   events.addEventListener("error", () => {
