@@ -98,6 +98,79 @@ def test_cpu_percent() -> None:
     assert bench.cpu_percent(100, 300, 0.0, 100) is None
 
 
+def test_core_shares_are_the_core_own_line_in_percent() -> None:
+    """The profile's core view reads its own core's line of /proc/stat, not the machine's or another core's."""
+    before = "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 100 0 50 10 20 0 5 0 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\n"
+    after = "cpu  99 9 9 9 9 9 9 9 0 0\ncpu0 160 0 70 15 35 0 10 0 0 0\ncpu1 500 1 1 1 1 1 1 1 0 0\n"
+    assert bench.core_ticks(after, 7) == {}
+    shares = bench.core_shares(bench.core_ticks(before, 0), bench.core_ticks(after, 0))
+    # 60 user, 20 system, 5 idle, 15 iowait, 5 softirq of 105 ticks; kinds with none left out
+    assert shares == pytest.approx({"user": 6000 / 105, "system": 2000 / 105, "idle": 500 / 105,
+                                    "iowait": 1500 / 105, "softirq": 500 / 105})
+    assert bench.core_shares({}, {}) == {}
+
+
+def test_thread_costs_split_the_reactor_from_the_other_threads() -> None:
+    hz = 100
+    before = {10: (100, 10), 11: (5, 5)}
+    after = {10: (200, 30), 11: (25, 15), 12: (10, 0)}  # thread 12 started in between
+    costs = bench.thread_costs(10, before, after, answers=1000, hz=hz)
+    # ticks of 10 ms over 1000 answers: 10 us a tick
+    assert costs == {"reactor thread": pytest.approx((1000.0, 200.0)),
+                     "other threads": pytest.approx((300.0, 100.0))}
+    assert bench.thread_costs(10, before, after, answers=0) == {}
+
+
+PERF_BY_DSO = """\
+# To display the perf.data header info, please use --header/--header-only options.
+#
+# Overhead  Command          Shared Object
+# ........  ...............  ....................
+#
+    57.73%  twistd           libpython3.11.so.1.0
+    20.00%  twistd           [kernel.kallsyms]
+     8.34%  swapper          [kernel.kallsyms]
+     4.65%  twistd           libsqlite3.so.0.8.6
+     4.16%  twistd           libc.so.6
+     2.00%  kworker/0:1H-kb  [kernel.kallsyms]
+     1.13%  twistd           _json.cpython-311-x86_64-linux-gnu.so
+     0.64%  twistd           libcrypto.so.3
+"""
+
+PERF_BY_SYMBOL = """\
+# Children      Self  Symbol
+# ........  ........  ..........
+#
+    20.06%     0.56%  [k] do_syscall_64
+     6.06%     0.02%  [k] __x64_sys_sendto
+     4.95%     0.00%  [k] __x64_sys_fdatasync
+     1.10%     0.01%  [k] __x64_sys_epoll_wait
+     0.90%     0.20%  [k] __x64_sys_epoll_ctl
+     0.80%     0.00%  [k] __x64_sys_pwrite64
+"""
+
+
+def test_perf_core_summary_groups_the_core_samples() -> None:
+    lines = bench.perf_core_summary(PERF_BY_DSO, PERF_BY_SYMBOL, "twistd")
+    assert lines[:4] == [
+        "- the server: the Python interpreter: 57.7 %",
+        "- the server: the kernel: 20.0 %",
+        "- idle (nothing to run on the core): 8.3 %",
+        "- the server: SQLite: 4.7 %",
+    ]
+    assert "- other processes and kernel threads: 2.0 %" in lines
+    assert "- the server: other code of the server: 0.6 %" in lines
+    assert lines[-1] == (
+        "- the server's system calls (each with the kernel's work for it, within the above): "
+        "sending (sendto) 6.1 %, syncing (fdatasync) 5.0 %, writing files (pwrite64, write) 0.8 %, "
+        "epoll (epoll_wait, epoll_ctl) 2.0 %"
+    )
+
+
+def test_perf_core_summary_of_nothing_says_nothing() -> None:
+    assert bench.perf_core_summary("# nothing\n", "", "twistd") == []
+
+
 # -- the gRPC load client's answer ----------------------------------------
 
 
