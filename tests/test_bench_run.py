@@ -102,8 +102,9 @@ def test_core_shares_are_the_core_own_line_in_percent() -> None:
     """The profile's core view reads its own core's line of /proc/stat, not the machine's or another core's."""
     before = "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 100 0 50 10 20 0 5 0 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\n"
     after = "cpu  99 9 9 9 9 9 9 9 0 0\ncpu0 160 0 70 15 35 0 10 0 0 0\ncpu1 500 1 1 1 1 1 1 1 0 0\n"
-    assert bench.core_ticks(after, 7) == {}
-    shares = bench.core_shares(bench.core_ticks(before, 0), bench.core_ticks(after, 0))
+    assert bench.cpu_line(after, "cpu7") == {}
+    assert bench.cpu_line(after, "cpu")["user"] == 99
+    shares = bench.core_shares(bench.cpu_line(before, "cpu0"), bench.cpu_line(after, "cpu0"))
     # 60 user, 20 system, 5 idle, 15 iowait, 5 softirq of 105 ticks; kinds with none left out
     assert shares == pytest.approx({"user": 6000 / 105, "system": 2000 / 105, "idle": 500 / 105,
                                     "iowait": 1500 / 105, "softirq": 500 / 105})
