@@ -1,7 +1,8 @@
 """
 L{CappedRequest}: twisted.web's request, holding at most a cap of body in
-memory. Beacon's HTTP doors (L{beacon.bindings}) and the web console
-(L{beacon.console}) answer through it.
+memory, and naming its server L{SERVER}. Beacon's HTTP doors
+(L{beacon.bindings}) and the web console (L{beacon.console}) answer through
+it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ from __future__ import annotations
 from io import BytesIO
 
 from twisted.web import server
+
+#: The C{Server} header of every HTTP answer Beacon makes: its name, without
+#: a version (twisted.web would name itself and its version, which tells a
+#: prober which flaws to try).
+SERVER = b"Beacon"
 
 
 class CappedRequest(server.Request):
@@ -73,5 +79,11 @@ class CappedRequest(server.Request):
             return
         super().requestReceived(command, path, version)
 
+    def write(self, data: bytes) -> None:
+        """Write part of the body; the first write sends the head, with C{Server: }L{SERVER}."""
+        if not self.startedWriting:
+            self.responseHeaders.setRawHeaders(b"Server", [SERVER])
+        super().write(data)
 
-__all__ = ["CappedRequest"]
+
+__all__ = ["SERVER", "CappedRequest"]

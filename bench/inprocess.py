@@ -57,7 +57,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadable import registerAsIOThread
 
 from beacon.bindings._edge import Container
-from beacon.bindings._http import BeaconSite
+from beacon.bindings._site import BeaconSite
 from beacon.config import build_config
 from beacon.logs import text_file_observer
 from beacon.service import beacon_resources

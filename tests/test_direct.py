@@ -36,16 +36,18 @@ from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from beacon.bindings import _direct
-from beacon.bindings._direct import DISCARD_MAX, DirectChannel, IDirectResource, direct_resource
+from beacon.bindings._direct import DISCARD_MAX, DirectChannel
+from beacon.bindings._direct_request import IDirectResource, direct_resource
 from beacon.bindings._edge import MAX_HEAD, error_body
 from beacon.bindings._edge import Container
-from beacon.bindings._http import BeaconSite
-from beacon.bindings._throttle import LogThrottle
+from beacon.bindings._site import BeaconSite
+from beacon.throttle import LogThrottle
 from beacon.bindings.refusals import MAX_LOGGED_SOURCES, Refusals
 from beacon.config import DEFAULT_MAX_BODY, build_config
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
 from websocket_support import wss_send
+from turns import run_turns
 
 #: Every test here is of the direct channel itself (--http-path=twisted.web skips them).
 pytestmark = pytest.mark.direct_channel
@@ -535,6 +537,7 @@ def test_what_is_buffered_behind_a_request_in_flight_is_bounded() -> None:
         sent += 100
     assert MAX_HEAD + 1000 < len(channel._buffer) <= MAX_HEAD + 1000 + len(filler)
     held.answer()
+    run_turns(site.reactor)  # Its share of each turn, until the buffer is read.
     assert transport.producerState == "producing"
     assert transport.value().count(b"\r\n\r\nfast") == sent
 

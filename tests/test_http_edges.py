@@ -452,3 +452,23 @@ def test_a_refusal_body_is_made_once_and_the_memo_stays_bounded() -> None:
     for n in range(_edge.MAX_REFUSAL_BODIES * 2 + 1):
         assert json.loads(refused(f"retry after {n} s"))["error"]["message"] == f"retry after {n} s"
         assert len(_edge._refusal_bodies) <= _edge.MAX_REFUSAL_BODIES
+
+
+@BOTH
+@pytest.mark.parametrize(
+    "data",
+    [
+        request(b"GET", CARD, b"Host: x\r\n"),
+        request(b"HEAD", CARD, b"Host: x\r\n"),
+        request(b"GET", b"/nowhere", b"Host: x\r\n"),
+        request(b"DELETE", CARD, b"Host: x\r\n"),
+        rpc(),
+        rpc(b"Content-Type: text/plain\r\n"),
+    ],
+    ids=["card", "card HEAD", "404", "405", "SendMessage", "415"],
+)
+def test_the_server_names_itself_without_a_version(direct: bool, data: bytes) -> None:
+    """Every answer says Server: Beacon, on both paths: no twisted.web, no version."""
+    raw, _, _ = Server(direct=direct).exchange(data)
+    assert headers_of(raw)[b"server"] == [b"Beacon"], raw
+    assert b"Twisted" not in raw

@@ -29,6 +29,7 @@ from beacon.bindings._ws_log import LOG_TEXT_LIMIT, clip
 from beacon.bindings._ws_protocol import WebSocketA2AProtocol
 from beacon.bindings.websocket import WebSocketOptions
 from beacon.config import build_config
+from turns import run_turns
 from websocket_support import (  # noqa: F401 (fixtures)
     TOKEN,
     VERSION,
@@ -243,6 +244,9 @@ def test_per_source_cap(mounted: bool, logged_events: Any) -> None:
     assert {c.client.status for c in refused} == {503}
     error = refused[0].client.refusal()["error"]
     assert (error["status"], error["details"][0]["reason"]) == ("UNAVAILABLE", "TOO_MANY_CONNECTIONS")
+    # When to try again: Retry-After, and the RetryInfo detail beside it.
+    assert refused[0].client.headers["retry-after"] == ["1"]
+    assert error["details"][1] == {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
     assert server.open(peer="192.0.2.2").client.status == 101
     held[0].write(frame(0x8, struct.pack("!H", 1000)))
     assert server.open(peer="192.0.2.1").client.status == 101
@@ -436,6 +440,7 @@ def test_a_peer_that_does_not_read_is_not_read() -> None:
     empty = frame(0x1, b"")
     read = empty * 10_922  # one 64 KiB read
     protocol.dataReceived(read)
+    run_turns(server.clock)  # Its share of each turn, until the transport is full.
     written = len(transport.value())
     assert transport.producerState == "paused"
     # Answered until the transport was full, and no further.
@@ -447,8 +452,12 @@ def test_a_peer_that_does_not_read_is_not_read() -> None:
     protocol.dataReceived(empty * 100)
     assert len(transport.value()) == written
     assert protocol.held_input == len(read) + 100 * len(empty) - answered * len(empty)
+    # A turn of the reactor meanwhile changes nothing.
+    assert run_turns(server.clock) == 0
+    assert len(transport.value()) == written
     # Once it drains, reading goes on, up to the next time it is full.
     transport.drain()
+    run_turns(server.clock)
     assert transport.value().count(b'"jsonrpc"') > 0
     assert transport.full
     assert transport.producerState == "paused"
@@ -461,6 +470,7 @@ def test_held_answers_are_bounded_by_the_requests_in_progress() -> None:
     server = Server(handler, mounted=False, options=WebSocketOptions(max_in_flight=4))
     protocol, transport = _stalled_connection(server)
     protocol.dataReceived(b"".join(frame(0x1, json.dumps(get(f"t{n}")).encode()) for n in range(4)))
+    run_turns(server.clock)  # All four begin (a turn's share at a time).
     protocol.pauseProducing()
     protocol.dataReceived(frame(0x1, b"") * 1000)
     for n in range(4):

@@ -279,8 +279,9 @@ class Server:
         max_body: int = CAP,
         auth: SubmitterAuth = SubmitterAuth(),
         direct: bool | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.clock = Clock()
+        self.clock = clock if clock is not None else Clock()
         self.clock.advance(1_800_000_000)
         self.store = MemoryStore()
         self.handler = handler or PublicPolicy(self.store, self.clock, schema_validator())

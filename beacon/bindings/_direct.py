@@ -65,49 +65,34 @@ does not read its answers, no further request is read.
 
 from __future__ import annotations
 
-import math
 import re
-from functools import lru_cache
-from io import BytesIO
 from typing import Any, Callable, Protocol as TypingProtocol
-from urllib.parse import parse_qs
 
-from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IPushProducer, IReactorTime, ITCPTransport
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http import (
-    CACHED,
-    INTERNAL_SERVER_ERROR,
-    NO_BODY_CODES,
-    NO_CONTENT,
-    NOT_MODIFIED,
-    OK,
-    PRECONDITION_FAILED,
-    datetimeToString,
-    stringToDatetime,
+from zope.interface import implementer
+
+from beacon.bindings._direct_request import (
+    DirectRequest,
+    HeadAnswer,
+    IHeadGate,
+    direct_resource,
+    http_date,
 )
-from twisted.web.http_headers import Headers
-from twisted.web.resource import IResource
-from twisted.web.server import NOT_DONE_YET
-from twisted.web.server import version as _SERVER
-from zope.interface import Attribute, Interface, implementer
-
-
 from beacon.bindings._edge import (
     JSON_TYPE,
     MAX_HEAD,
-    Container,
     MAX_HEADERS,
     connection_tokens,
     field_lines,
     log_slow,
-    reason_phrase,
     refusal_body,
     refusal_shape,
     refuse_slow,
 )
+from beacon.bindings._turns import TURN_REQUESTS, Turns
 
 
 log = Logger()
@@ -142,403 +127,8 @@ class DirectSite(TypingProtocol):
     header_timeout: float | None
     body_timeout: float | None
     refusals: Any
-
-
-class IDirectRequest(Interface):
-    """
-    The part of twisted.web's L{IRequest} that Beacon's resources use, and
-    all of it that a L{DirectRequest} offers: a resource that needs no more
-    of its request may be rendered by the direct channel (see
-    L{IDirectResource}). twisted.web's L{Request} provides it too.
-    """
-
-    method = Attribute("The request method (C{b'GET'}, C{b'HEAD'}, C{b'POST'}).")
-    uri = Attribute("The request target as sent: path and query.")
-    path = Attribute("The path, without the query.")
-    args = Attribute("The query's arguments: a dict of bytes to lists of bytes.")
-    content = Attribute("The body, a file-like object positioned at its start.")
-    postpath = Attribute("The path segments after the resource rendering it.")
-    requestHeaders = Attribute(
-        "The request headers: C{getRawHeaders(name, default=None)} (a "
-        "sequence of values, not to be changed) and C{hasHeader(name)}."
-    )
-
-    def getHeader(name: bytes) -> bytes | None:
-        """The last value of request header C{name}, or None."""
-
-    def getClientAddress() -> Any:
-        """The peer's address."""
-
-    def setResponseCode(code: int, message: bytes | None = None) -> None:
-        """Set the status code, and its reason phrase unless given."""
-
-    def setHeader(name: bytes | str, value: bytes | str) -> None:
-        """Set response header C{name} to C{value}, replacing any other."""
-
-    def setETag(etag: bytes) -> object:
-        """Set C{ETag}; L{CACHED} when C{If-None-Match} names it."""
-
-    def setLastModified(when: float) -> object:
-        """Set C{Last-Modified}; L{CACHED} when C{If-Modified-Since} holds."""
-
-    def write(data: bytes) -> None:
-        """Write part of the body; the first write sends the head too."""
-
-    def finish() -> None:
-        """The response is complete."""
-
-    def notifyFinish() -> Deferred[None]:
-        """Fires when the response is complete, or fails when the peer goes."""
-
-
-class IDirectResource(IResource):
-    """
-    A resource whose C{render} takes any L{IDirectRequest}, so that the
-    direct channel may render it (a L{DirectRequest} in place of
-    twisted.web's request). Its C{render} returns the whole body, or
-    L{NOT_DONE_YET} and later writes and finishes the request.
-    """
-
-
-#: A whole answer given without rendering: the status code, the headers
-#: (canonical names, in order) and the body.
-HeadAnswer = tuple[int, tuple[tuple[bytes, bytes], ...], bytes]
-
-
-class IHeadGate(IDirectResource):
-    """
-    A direct resource that may answer some requests without being rendered:
-    a door refusing a source over its rate answers from the request's head
-    and its peer, at the cost of a few lookups. Only the direct channel
-    asks (once the request has all arrived, before anything else is made
-    for it); twisted.web renders every request, and the answer must be the
-    one rendering would give.
-    """
-
-    def answer_head(method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
-        """
-        The whole answer to a request for C{method} with C{postpath} from
-        C{peer} (the transport's peer address), or None (having changed
-        nothing) to have it rendered. The channel writes it with the headers
-        every answer carries (C{Server}, C{Date}, C{Connection: close} when
-        asked for) and C{Content-Length}, its bytes made once a second and
-        kept (at most L{MAX_ANSWERS}).
-        """
-
-
-def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
-    """
-    The resource that C{path} addresses under C{root}, and the segments left
-    for it (its C{postpath}), when the way there goes through Beacon's own
-    L{Container}s only (whose children are found in C{children} and nowhere
-    else) and it provides L{IDirectResource}; otherwise None. As twisted.web
-    traverses, a leaf resource takes the rest of the path, a trailing empty
-    segment too (C{/a2a/v1/}).
-    """
-    found = root
-    segments = path[1:].split(b"/")
-    for index, segment in enumerate(segments):
-        if type(found) is not Container:
-            if getattr(found, "isLeaf", False) and IDirectResource.providedBy(found):
-                return found, segments[index:]
-            return None
-        if not segment:
-            return None
-        found = found.children.get(segment)
-        if found is None:
-            return None
-    return (found, []) if IDirectResource.providedBy(found) else None
-
-
-@lru_cache(maxsize=256)
-def _canonical(name: bytes) -> bytes:
-    """The spelling twisted.web gives a header name (C{ETag}, C{Content-Type})."""
-    return next(iter(Headers({name: [b""]}).getAllRawHeaders()))[0]
-
-
-@lru_cache(maxsize=64)
-def http_date(seconds: int) -> bytes:
-    """An HTTP-date (C{Date}, C{Last-Modified}), formatted once per value."""
-    formatted: bytes = datetimeToString(seconds)
-    return formatted
-
-
-class _RequestHeaders:
-    """
-    The request headers, read-only, as twisted.web's L{Headers} reads them
-    (but each name's values are a tuple, shared with the other requests
-    of the same head: see L{read_head}).
-    """
-
-    __slots__ = ("_headers",)
-
-    def __init__(self, headers: dict[bytes, tuple[bytes, ...]]) -> None:
-        self._headers = headers
-
-    def getRawHeaders(self, name: bytes | str, default: Any = None) -> Any:
-        if isinstance(name, str):
-            name = name.encode("latin-1")
-        return self._headers.get(name.lower(), default)
-
-    def hasHeader(self, name: bytes | str) -> bool:
-        return self.getRawHeaders(name) is not None
-
-
-@implementer(IDirectRequest)
-class DirectRequest:
-    """
-    One request read by a L{DirectChannel}: the part of twisted.web's
-    L{IRequest} that L{IDirectResource}s use, with twisted.web's behaviour
-    (default headers, C{Content-Type} default, chunked framing when no
-    length is set, no body for C{HEAD}, 204 and 304, conditional
-    requests).
-    """
-
-    defaultContentType = b"text/html"
-
-    def __init__(
-        self,
-        channel: DirectChannel,
-        method: bytes,
-        uri: bytes,
-        path: bytes,
-        query: bytes | None,
-        headers: dict[bytes, tuple[bytes, ...]],
-        body: bytes,
-        close: bool,
-        postpath: list[bytes],
-    ) -> None:
-        self.channel = channel
-        self.postpath = postpath
-        self.method = method
-        self.uri = uri
-        self.path = path
-        self.clientproto = b"HTTP/1.1"
-        self.requestHeaders = _RequestHeaders(headers)
-        self.content = BytesIO(body)
-        self.code = OK
-        self.code_message = b"OK"
-        self.etag: bytes | None = None
-        self.lastModified: int | None = None
-        self.startedWriting = False
-        self.finished = False
-        self.sentLength = 0
-        self._query = query
-        self._args: dict[bytes, list[bytes]] | None = None
-        self._close = close
-        self._chunked = False
-        self._bodiless = False
-        self._disconnected = False
-        self._notifications: list[Deferred[None]] = []
-        self._answering: list[bytes] | None = None
-        out: dict[bytes, bytes] = {}
-        if close:
-            out[b"Connection"] = b"close"
-        out[b"Server"] = _SERVER
-        out[b"Date"] = channel.date()
-        self._out = out
-
-    # Reading the request.
-
-    @property
-    def args(self) -> dict[bytes, list[bytes]]:
-        """The query's arguments (parsed when first asked for)."""
-        if self._args is None:
-            self._args = parse_qs(self._query, keep_blank_values=True) if self._query else {}
-        return self._args
-
-    def getHeader(self, name: bytes | str) -> bytes | None:
-        """The last value of request header C{name}, or None."""
-        values = self.requestHeaders.getRawHeaders(name)
-        return values[-1] if values else None
-
-    def getClientAddress(self) -> Any:
-        """The peer's address."""
-        return self.channel.peer
-
-    # Writing the response.
-
-    def setResponseCode(self, code: int, message: bytes | None = None) -> None:
-        """Set the status code (and its phrase)."""
-        self.code = code
-        self.code_message = message or reason_phrase(code)
-
-    def setHeader(self, name: bytes | str, value: bytes | str) -> None:
-        """Set response header C{name} to C{value}, replacing any other."""
-        if isinstance(name, str):
-            name = name.encode("latin-1")
-        if isinstance(value, str):
-            value = value.encode("utf-8")
-        if b"\r" in value or b"\n" in value:
-            value = value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
-        self._out[_canonical(name)] = value
-
-    def setLastModified(self, when: float) -> object:
-        """Set C{Last-Modified}; L{CACHED} when If-Modified-Since holds."""
-        when = int(math.ceil(when))
-        if not self.lastModified or self.lastModified < when:
-            self.lastModified = when
-        since = self.getHeader(b"If-Modified-Since")
-        if since:
-            try:
-                modified = stringToDatetime(since.split(b";", 1)[0])
-            except (ValueError, IndexError):
-                # Not a date (an empty one raises IndexError): no condition.
-                return None
-            if modified >= self.lastModified:
-                self.setResponseCode(NOT_MODIFIED)
-                return CACHED
-        return None
-
-    def setETag(self, etag: bytes) -> object:
-        """Set C{ETag}; L{CACHED} when If-None-Match names it."""
-        if etag:
-            self.etag = etag
-        tags = self.getHeader(b"If-None-Match")
-        if tags:
-            listed = tags.split()
-            if etag in listed or b"*" in listed:
-                self.setResponseCode(
-                    NOT_MODIFIED
-                    if self.method in (b"HEAD", b"GET")
-                    else PRECONDITION_FAILED
-                )
-                return CACHED
-        return None
-
-    def write(self, data: bytes) -> None:
-        """Write part of the body; the first write sends the head too."""
-        if self.finished:
-            raise RuntimeError("DirectRequest.write called after finish")
-        if self._disconnected:
-            return
-        if self.startedWriting:
-            if data and not self._bodiless:
-                self.sentLength += len(data)
-                self.channel.write(_chunk(data) if self._chunked else data)
-            return
-        self.startedWriting = True
-        out = self._out
-        code = self.code
-        bodiless = self.method == b"HEAD" or code in NO_BODY_CODES
-        if (
-            code not in (NOT_MODIFIED, NO_CONTENT)
-            and b"Content-Type" not in out
-            and out.get(b"Content-Length") != b"0"
-        ):
-            out[b"Content-Type"] = self.defaultContentType
-        if b"Content-Length" not in out and not bodiless:
-            out[b"Transfer-Encoding"] = b"chunked"
-            self._chunked = True
-        if self.lastModified is not None and b"Last-Modified" not in out:
-            out[b"Last-Modified"] = http_date(self.lastModified)
-        if self.etag is not None:
-            out[b"ETag"] = self.etag
-        head = [b"HTTP/1.1 %d %s\r\n" % (code, self.code_message)]
-        head += [b"%s: %s\r\n" % item for item in out.items()]
-        head.append(b"\r\n")
-        self._bodiless = bodiless
-        if data and not bodiless:
-            self.sentLength += len(data)
-            head.append(_chunk(data) if self._chunked else data)
-        if self._answering is not None:
-            self._answering += head
-            return
-        self.channel.write(b"".join(head))
-
-    def finish(self) -> None:
-        """The response is complete."""
-        if self._disconnected:
-            raise RuntimeError(
-                "DirectRequest.finish called after its connection was lost; "
-                "use notifyFinish to keep track of this"
-            )
-        if self.finished:
-            return
-        if not self.startedWriting:
-            self.write(b"")
-        if self._chunked:
-            self.channel.write(b"0\r\n\r\n")
-        self.finished = True
-        notifications, self._notifications = self._notifications, []
-        for notification in notifications:
-            notification.callback(None)
-        self.channel.request_done(self, self._close)
-
-    def response(
-        self, code: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes
-    ) -> bytes:
-        """
-        The bytes of the whole answer C{code}, C{headers} and C{body}, as
-        rendering would write them (C{setResponseCode}, C{setHeader} for
-        each, C{body} returned from C{render}), without writing them: for a
-        request nothing has been set on, which is then done with.
-        """
-        for name, value in headers:
-            self.setHeader(name, value)
-        self.setResponseCode(code)
-        self.setHeader(b"Content-Length", b"%d" % len(body))
-        self._answering = []
-        self.write(body)
-        response = b"".join(self._answering)
-        self._answering = None
-        return response
-
-    def notifyFinish(self) -> Deferred[None]:
-        """Fires with None when the response is complete, or fails when the peer goes."""
-        notification: Deferred[None] = Deferred()
-        self._notifications.append(notification)
-        return notification
-
-    def connection_lost(self, reason: Failure) -> None:
-        """The peer went away before the response was complete."""
-        self._disconnected = True
-        notifications, self._notifications = self._notifications, []
-        for notification in notifications:
-            notification.errback(reason)
-
-    # Rendering.
-
-    def render(self, found: Any) -> None:
-        """Render C{found}, as twisted.web's L{server.Request.render} does."""
-        try:
-            body = found.render(self)
-        except Exception:
-            self._failed(Failure())
-            return
-        if body is NOT_DONE_YET:
-            return
-        if not isinstance(body, bytes):
-            self._failed(Failure(TypeError(f"{found!r} rendered {type(body).__name__}, not bytes")))
-            return
-        if self.method == b"HEAD":
-            if body:
-                self.setHeader(b"Content-Length", b"%d" % len(body))
-            self.write(b"")
-        else:
-            self.setHeader(b"Content-Length", b"%d" % len(body))
-            self.write(body)
-        self.finish()
-
-    def _failed(self, reason: Failure) -> None:
-        log.failure(
-            "http.render_failed: {method} {path}",
-            reason,
-            method=self.method.decode("ascii"),
-            path=self.path.decode("ascii"),
-        )
-        if self.startedWriting:
-            self.channel.close()
-            return
-        body = (
-            b"<html><head><title>Processing Failed</title></head><body>"
-            b"<b>Processing Failed</b></body></html>"
-        )
-        self.setResponseCode(INTERNAL_SERVER_ERROR)
-        self.setHeader(b"Content-Type", b"text/html")
-        self.setHeader(b"Content-Length", b"%d" % len(body))
-        self.write(body)
-        self.finish()
+    turn_requests: int
+    ledger: Any
 
 
 _JSON_CONTENT = ((b"Content-Type", JSON_TYPE),)
@@ -612,10 +202,6 @@ def _read_head(block: bytes) -> Head | None:
     return headers, None if declared is None else int(declared[0]), close
 
 
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
 @implementer(IPushProducer)
 class DirectChannel(Protocol):
     """
@@ -644,7 +230,11 @@ class DirectChannel(Protocol):
         self._clock = site.reactor
         self._fallback = fallback
         self.http: Any = None
+        #: What was read and not yet worked through: C{_buffer} from
+        #: C{_at} on (a request read moves C{_at}, not the bytes after it;
+        #: both are emptied once it is all read).
         self._buffer = b""
+        self._at = 0
         self._current: DirectRequest | None = None
         self._parsing = False
         self._hand_over_pending = False
@@ -661,6 +251,14 @@ class DirectChannel(Protocol):
         self._last_activity = 0.0
         #: Bytes of a refused body still to read and drop.
         self._discard = 0
+        #: This connection's share of the reactor's turns: at most
+        #: C{turn_requests} requests read in one turn (see L{_read_requests}).
+        self._turns = Turns(
+            self._clock,
+            getattr(site, "turn_requests", TURN_REQUESTS),
+            self._next_turn,
+            getattr(site, "ledger", None),
+        )
         #: The peer's address (the transport's, read once: every request
         #: asks for it, and a transport makes a new address object each
         #: time).
@@ -686,6 +284,14 @@ class DirectChannel(Protocol):
         if self._closing:
             return
         self._last_activity = self._clock.seconds()
+        turns = self._turns
+        if turns.budget != turns.base:
+            turns.start()
+        else:  # Turns.start, inline: this connection's new turn.
+            turns.ledger.reads += 1
+            turns.reads += 1
+            if not turns.paused:
+                turns.left = turns.budget
         if self._discard:
             # A refused body: dropped as it comes (nothing is buffered
             # meanwhile); what follows it is the next request.
@@ -698,11 +304,23 @@ class DirectChannel(Protocol):
             if not data:
                 self._read_requests()
                 return
-        self._buffer = self._buffer + data if self._buffer else data
+        if self._buffer:
+            self._buffer = self._buffer[self._at :] + data
+            self._at = 0
+        else:
+            self._buffer = data
         if self._current is None:
             self._read_requests()
-        elif len(self._buffer) > MAX_HEAD + self._site.max_body:
+        elif len(self._buffer) - self._at > MAX_HEAD + self._site.max_body:
             self._set_reading()
+
+    def _consumed(self, end: int) -> None:
+        """The buffer is read up to C{end}."""
+        if end >= len(self._buffer):
+            self._buffer = b""
+            self._at = 0
+        else:
+            self._at = end
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         self._release()
@@ -710,6 +328,7 @@ class DirectChannel(Protocol):
         if self._abort is not None and self._abort.active():
             self._abort.cancel()
         self._buffer = b""
+        self._at = 0
         self._discard = 0
         if self.http is not None:
             self.http.connectionLost(reason)
@@ -738,9 +357,16 @@ class DirectChannel(Protocol):
     # Reading requests.
 
     def _read_requests(self) -> None:
+        """
+        Read and start the requests the buffer holds, one after another
+        while each is answered at once, up to this turn's share (see
+        L{beacon.bindings._turns}): then yield, reading nothing more,
+        and go on in a later turn of the reactor (L{_next_turn}).
+        """
         if self._parsing:
             return
         self._parsing = True
+        turns = self._turns
         try:
             while (
                 self._buffer
@@ -748,13 +374,26 @@ class DirectChannel(Protocol):
                 and self.http is None
                 and not self._write_paused
                 and not self._closing
+                and not turns.paused
             ):
                 if not self._read_one():
                     break
+                turns.left -= 1
+                if turns.left <= 0 and self._buffer and self._current is None:
+                    turns.pause()
+                    break
         finally:
             self._parsing = False
-        if self._current is None and self.http is None and not self._closing:
-            self._time_arrival()
+        if self.http is None and not self._closing:
+            if self._current is None and not turns.paused:
+                self._time_arrival()
+            self._set_reading()
+
+    def _next_turn(self) -> None:
+        """A later turn of the reactor, after this connection yielded: go on."""
+        if self.http is not None or self._closing or self.transport is None:
+            return
+        self._read_requests()
 
     def _read_one(self) -> bool:
         """
@@ -764,13 +403,14 @@ class DirectChannel(Protocol):
             or the connection was handed over).
         """
         buffer = self._buffer
-        end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+        at = self._at
+        end = buffer.find(b"\r\n\r\n", at, at + MAX_HEAD + 4)
         if end < 0:
-            if len(buffer) > MAX_HEAD:
+            if len(buffer) - at > MAX_HEAD:
                 self._hand_over()
             return False
-        line_end = buffer.find(b"\r\n")
-        line = _REQUEST_LINE.fullmatch(buffer, 0, line_end)
+        line_end = buffer.find(b"\r\n", at)
+        line = _REQUEST_LINE.fullmatch(buffer, at, line_end)
         if line is None:
             self._hand_over()
             return False
@@ -808,7 +448,7 @@ class DirectChannel(Protocol):
         if IHeadGate.providedBy(found):
             answer = found.answer_head(method, postpath, self.peer)
             if answer is not None:
-                self._buffer = buffer[start + length :]
+                self._consumed(start + length)
                 self._cancel_deadline()
                 self.write(self._head_answer(method, close, answer))
                 if close:
@@ -816,7 +456,12 @@ class DirectChannel(Protocol):
                     return False
                 return True
         body = buffer[start : start + length]
-        self._buffer = buffer[start + length :]
+        end = start + length
+        if end < len(buffer):
+            self._at = end
+        else:
+            self._buffer = b""
+            self._at = 0
         query = line.group(3)
         uri = path + query if query else path
         request = DirectRequest(
@@ -859,14 +504,14 @@ class DirectChannel(Protocol):
         self.write(self._head_answer(method, close, (413, _JSON_CONTENT, body)))
         self._cancel_deadline()
         if close:
-            self._buffer = b""
+            self._consumed(len(buffer))
             self.close()
             return False
         arrived = len(buffer) - start
         if arrived >= length:
-            self._buffer = buffer[start + length :]
+            self._consumed(start + length)
             return True
-        self._buffer = b""
+        self._consumed(len(buffer))
         self._discard = length - arrived
         return False
 
@@ -898,7 +543,11 @@ class DirectChannel(Protocol):
         if self._hand_over_pending:
             self._hand_over()
             return
-        self._set_reading()
+        if self._parsing:
+            return  # Answered at once: L{_read_requests} reads on.
+        # Answered in a later turn than it was read in (the store's
+        # commit): a new turn for this connection.
+        self._turns.start()
         self._read_requests()
 
     # Writing and closing.
@@ -946,7 +595,8 @@ class DirectChannel(Protocol):
         channel = self._fallback()
         self.http = channel
         channel.makeConnection(self.transport)
-        data, self._buffer = self._buffer, b""
+        data = self._buffer[self._at :]
+        self._consumed(len(self._buffer))
         if data:
             channel.dataReceived(data)
 
@@ -956,8 +606,13 @@ class DirectChannel(Protocol):
         """Read from the peer unless its answers or its requests back up."""
         if self.transport is None or self.http is not None:
             return
-        pause = self._write_paused or (
-            self._current is not None and len(self._buffer) > MAX_HEAD + self._site.max_body
+        pause = (
+            self._write_paused
+            or self._turns.paused
+            or (
+                self._current is not None
+                and len(self._buffer) - self._at > MAX_HEAD + self._site.max_body
+            )
         )
         if pause != self._reading_paused:
             self._reading_paused = pause
@@ -974,7 +629,9 @@ class DirectChannel(Protocol):
             self._cancel_deadline()
             return
         else:
-            phase = "body" if b"\r\n\r\n" in self._buffer[: MAX_HEAD + 4] else "headers"
+            at = self._at
+            whole_head = self._buffer.find(b"\r\n\r\n", at, at + MAX_HEAD + 4) >= 0
+            phase = "body" if whole_head else "headers"
         if phase == self._phase:
             return
         self._cancel_deadline()
@@ -1058,6 +715,7 @@ class DirectChannel(Protocol):
 
     def _stop_timers(self) -> None:
         self._phase = None
+        self._turns.stop()
         if self._deadline is not None:
             if self._deadline.active():
                 self._deadline.cancel()
@@ -1068,14 +726,4 @@ class DirectChannel(Protocol):
             self._idle = None
 
 
-__all__ = [
-    "DISCARD_MAX",
-    "DirectChannel",
-    "DirectRequest",
-    "IDirectRequest",
-    "HeadAnswer",
-    "IHeadGate",
-    "IDirectResource",
-    "direct_resource",
-    "read_head",
-]
+__all__ = ["DISCARD_MAX", "DirectChannel", "read_head"]

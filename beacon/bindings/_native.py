@@ -38,7 +38,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._direct import IDirectResource
+from beacon.bindings._direct_request import IDirectResource
 from beacon.bindings._edge import JSON_TYPE, MethodsResource, NotFound, container, refuse
 from beacon.bindings._http import DocumentResource, PreparedDocument, TransportLimits
 from beacon.protocol import (

@@ -83,7 +83,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides
 
-from beacon.bindings._direct import IDirectResource
+from beacon.bindings._direct_request import IDirectResource
 from beacon.bindings._edge import BEACON_DOMAIN, JSON_TYPE, refuse
 from beacon.bindings._http import (
     TransportLimits,

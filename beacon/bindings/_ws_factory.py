@@ -24,6 +24,7 @@ from zope.interface import implementer
 from beacon.bindings._edge import refuse
 from beacon.bindings._http import TransportLimits
 from beacon.bindings._ws_errors import INVALID_UPGRADE, TOO_MANY_CONNECTIONS, VERSION, Refusal
+from beacon.bindings._turns import TURN_BYTES, Ledger
 from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames
 from beacon.bindings._ws_log import LogSummary
 from beacon.bindings._ws_parameters import ascii_lower
@@ -109,6 +110,13 @@ class WebSocketFactory(WebSocketServerFactory):
         self.connections_by_source: dict[str, int] = {}
         self.connections: set[WebSocketA2AProtocol] = set()
         self.events = LogSummary(clock)
+        #: Bytes of frames one connection works through in one turn of the
+        #: reactor, a whole message counting a share of them too (see
+        #: L{beacon.bindings._turns}).
+        self.turn_bytes = TURN_BYTES
+        #: The reads of the binding's connections (the service gives every
+        #: door of a Beacon one ledger).
+        self.ledger = Ledger()
         self.noisy = False
         self.setProtocolOptions(
             versions=[VERSION],

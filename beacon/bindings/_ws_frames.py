@@ -151,6 +151,24 @@ def text_frame(payload: bytes) -> bytes:
     return bytes((0x81, 127)) + size.to_bytes(8, "big") + payload
 
 
+def frame_size(head: bytes) -> int | None:
+    """
+    The size on the wire of the frame whose first bytes are C{head} (RFC
+    6455 5.2: head, masking key, payload), or None while its head is not
+    all there.
+    """
+    if len(head) < 2:
+        return None
+    second = head[1]
+    length = second & 0x7F
+    key = 4 if second & 0x80 else 0
+    if length == 126:
+        return None if len(head) < 4 else 4 + key + int.from_bytes(head[2:4], "big")
+    if length == 127:
+        return None if len(head) < 10 else 10 + key + int.from_bytes(head[2:10], "big")
+    return 2 + key + length
+
+
 def frame_head_size(length: int) -> int:
     """The size of a masked client frame's head for a payload of C{length} (RFC 6455 5.2)."""
     if length < 126:
@@ -164,6 +182,7 @@ __all__ = [
     "Message",
     "PlainFrames",
     "frame_head_size",
+    "frame_size",
     "text_frame",
     "unmask",
 ]

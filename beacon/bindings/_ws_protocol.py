@@ -18,6 +18,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from beacon.bindings._limits import Admission
+from beacon.bindings._turns import TURN_BYTES, TURN_MESSAGES, Turns
 from beacon.bindings._ws_errors import (
     ID_PREFIX,
     FrameTooLargeError,
@@ -28,7 +29,13 @@ from beacon.bindings._ws_errors import (
     prefix_id,
     rate_error,
 )
-from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, Message, frame_head_size
+from beacon.bindings._ws_frames import (
+    AutobahnFrames,
+    IFrameIO,
+    Message,
+    frame_head_size,
+    frame_size,
+)
 from beacon.bindings._ws_upgrade import UpgradeProtocol
 from beacon.protocol import (
     A2AError,
@@ -50,10 +57,9 @@ log = Logger()
 #: The marker frame's result after a stream's last event.
 STREAM_COMPLETE = {"status": "stream_complete"}
 
-#: The most bytes of one read given to autobahn at once outside a frame's
-#: payload (which is given whole): it stops between two pieces when the
-#: transport fills, and the rest of the read waits.
-FEED = 4096
+#: What one message costs of a connection's turn (L{TURN_BYTES} a turn),
+#: beside its bytes: at most L{TURN_MESSAGES} messages a turn.
+MESSAGE_COST = TURN_BYTES // TURN_MESSAGES
 
 #: Seconds Beacon waits for the peer's close after sending its own
 #: (autobahn's default close handshake timeout).
@@ -144,6 +150,12 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     autobahn (and the messages autobahn completed meanwhile), and holds
     outgoing frames (each stream's up to C{stream_queue}), so a peer that
     does not read costs bounded memory.
+
+    It takes fair turns (L{beacon.bindings._turns}): in one turn of the
+    reactor it works through at most the factory's C{turn_bytes} of
+    frames, each whole message counting L{MESSAGE_COST} beside its bytes;
+    then it stops reading and holds the rest of the read (and the messages
+    autobahn completed meanwhile) until a later turn.
     """
 
     def __init__(self) -> None:
@@ -157,9 +169,12 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         self._close_wait: IDelayedCall | None = None
         self._idle: IDelayedCall | None = None
         self._active_at = 0.0
-        # What was read and not yet given to autobahn, held while the
-        # transport is full; the messages autobahn completed meanwhile.
-        self._unfed = bytearray()
+        # What was read and not yet given to autobahn (C{_held}, from
+        # C{_held_at} on), held while the transport is full or the
+        # connection has yielded its turn; the messages autobahn completed
+        # meanwhile.
+        self._held = b""
+        self._held_at = 0
         self._messages: deque[Message] = deque()
         self._frames: IFrameIO = AutobahnFrames()
         # Bytes given to autobahn that no frame has accounted for yet (a
@@ -168,9 +183,13 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         # completed since the last read.
         self._unread = 0
         self._in_frame = False
-        self._frame_left = 0
         self._in_message = False
         self._progress = False
+        # Where autobahn is in the frames given to it: the bytes of the
+        # frame under way still to give, or the first bytes of a frame head
+        # given (see L{_frame_piece}).
+        self._frame_rest = 0
+        self._head_part = b""
         self._arrival: IDelayedCall | None = None
         # The message arriving.
         self._binary = False
@@ -179,6 +198,15 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         self._parts: list[bytes] = []
         self._kept = 0
         self._prefix: bytearray | None = None
+        self._turns: Turns | None = None
+
+    def connectionMade(self) -> None:
+        """Connected: this connection's turns are timed on the factory's clock."""
+        factory = self.factory
+        self._turns = Turns(
+            factory.clock, factory.turn_bytes, self._take_input, factory.ledger
+        )
+        super().connectionMade()
 
     def onOpen(self) -> None:
         """The upgrade succeeded: produce for the transport, start the idle timer."""
@@ -201,27 +229,45 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     # Frames.
 
     def frames_received(self, data: bytes) -> None:
-        """Read what arrived (see L{_feed}), or hold it while the transport is full."""
-        if self._paused or self._unfed:
-            self._unfed += data
-        else:
-            self._feed(data)
-
-    def _feed(self, data: bytes) -> None:
         """
-        Read C{data} until the transport is full (the rest is held until it
-        drains): where autobahn holds nothing, the plain frames that the
-        connection's L{IFrameIO} reads; anything else is given to autobahn,
-        the rest of a frame's payload at once, other bytes at most L{FEED}
-        at a time. Then time a frame that is left incomplete.
+        Read what arrived (see L{_feed}) in this connection's new turn, or
+        hold it while the transport is full or the connection has yielded.
+        """
+        turns = self._turns
+        assert turns is not None
+        if self._paused or self._held or turns.paused:
+            self._hold(data, 0)
+        else:
+            turns.start()
+            self._feed(data, 0)
+
+    def _hold(self, data: bytes, at: int) -> None:
+        """Keep C{data[at:]}, after what is held already, for later."""
+        if self._held:
+            self._held = self._held[self._held_at :] + data[at:]
+            self._held_at = 0
+        else:
+            self._held, self._held_at = data, at
+
+    def _feed(self, data: bytes, at: int) -> None:
+        """
+        Read C{data} until the transport is full or this turn's share is
+        spent (the rest is held until it drains, or until a later turn):
+        where autobahn holds nothing, the plain frames that the
+        connection's L{IFrameIO} reads; anything else is given to autobahn
+        a frame at a time (L{_frame_piece}), no more of it than the turn
+        has left, so that autobahn completes at most one message or control
+        frame before the turn's share is counted again. Then time a frame
+        that is left incomplete.
         """
         size = len(data)
-        at = 0
         frames = self._frames
+        turns = self._turns
+        assert turns is not None
         cap = min(self.factory.limits.max_body, self.factory.options.max_message)
         while at < size:
-            if self._paused:
-                self._unfed += data[at:] if at else data
+            if self._paused or turns.paused:
+                self._hold(data, at)
                 break
             if not (self._unread or self._in_frame or self._in_message or self._closing):
                 found = frames.read_frame(data, at, cap)
@@ -229,13 +275,52 @@ class WebSocketA2AProtocol(UpgradeProtocol):
                     message, at = found
                     self._progress = True
                     self._handle(message)
+                    self._spend(MESSAGE_COST + message.wire, at < size)
                     continue
-            take = self._frame_left if self._frame_left else FEED
+            take = self._frame_piece(data, at)
+            if not self._head_part:  # (a head is given whole, however little is left)
+                take = min(take, max(turns.left, 1))
             piece = data[at : at + take] if at or size > take else data
             at += len(piece)
             self._unread += len(piece)
+            if self._frame_rest:
+                self._frame_rest -= len(piece)
             self.to_autobahn(piece)
+            self._spend(len(piece), at < size)
         self._time_arrival()
+
+    def _frame_piece(self, data: bytes, at: int) -> int:
+        """
+        How many of the bytes from C{data[at:]} belong to the frame
+        autobahn is reading (or begins there): the rest of its size, as its
+        head says (RFC 6455 5.2), or all of them while its head is not all
+        there.
+        """
+        if self._frame_rest:
+            return min(self._frame_rest, len(data) - at)
+        part = self._head_part
+        head = part + data[at : at + 14]
+        whole = frame_size(head)
+        if whole is None:
+            self._head_part = head
+            return len(data) - at
+        self._head_part = b""
+        self._frame_rest = whole - len(part)
+        return min(self._frame_rest, len(data) - at)
+
+    def _spend(self, cost: int, more: bool) -> None:
+        """
+        Count C{cost} against this turn's share; once it is spent and
+        C{more} was read (or messages are held), yield: stop reading until
+        a later turn (L{_take_input}).
+        """
+        turns = self._turns
+        assert turns is not None
+        if not turns.spend(cost) and (more or self._messages or self._held) and not turns.paused:
+            turns.pause()
+            producer = network_producer(self.transport)
+            if producer is not None:
+                producer.pauseProducing()
 
     def onMessageBegin(self, isBinary: bool) -> None:
         """A message begins: nothing of it is kept yet."""
@@ -259,7 +344,6 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         self._unread -= head
         self._wire += head + length
         self._in_frame = True
-        self._frame_left = length
         if self._closing:
             return
         self._size += length
@@ -271,7 +355,6 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     def onMessageFrameData(self, payload: bytes) -> None:
         """Keep the payload up to max_body; past it, only the message's first bytes."""
         self._unread -= len(payload)
-        self._frame_left -= len(payload)
         if self._closing:
             return
         prefix = self._prefix
@@ -304,10 +387,13 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         self._in_message = False
         if self._closing:
             return
-        if self._paused or self._messages:
+        turns = self._turns
+        assert turns is not None
+        if self._paused or self._messages or turns.paused:
             self._messages.append(message)
             return
         self._handle(message)
+        turns.spend(MESSAGE_COST)
 
     def onPing(self, payload: bytes) -> None:
         """A ping is whole (autobahn answers it)."""
@@ -322,6 +408,9 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     def _control_frame(self, payload: bytes) -> None:
         self._unread -= frame_head_size(len(payload)) + len(payload)
         self._progress = True
+        turns = self._turns
+        assert turns is not None
+        turns.spend(MESSAGE_COST)
 
     def _time_arrival(self) -> None:
         """
@@ -572,15 +661,31 @@ class WebSocketA2AProtocol(UpgradeProtocol):
                 sink.queued -= 1
             if self._opened and not self._closing:
                 self._frames.write_text(self, data)
-        while self._messages and not self._paused:
-            self._handle(self._messages.popleft())
-        if not self._paused and self._unfed:
-            data = bytes(self._unfed)
-            self._unfed.clear()
-            self._feed(data)
+        turns = self._turns
+        assert turns is not None
+        if not turns.paused:
+            self._take_input()
+
+    def _take_input(self) -> None:
+        """
+        Work through what was held (the messages autobahn completed, then
+        the bytes read), as far as this turn's share goes; then read again,
+        unless the transport filled or the turn's share was spent.
+        """
+        turns = self._turns
+        assert turns is not None
+        messages = self._messages
+        while messages and not self._paused and not turns.paused:
+            message = messages.popleft()
+            self._handle(message)
+            self._spend(MESSAGE_COST, False)
+        if not self._paused and not turns.paused and self._held:
+            data, at = self._held, self._held_at
+            self._held, self._held_at = b"", 0
+            self._feed(data, at)
         elif self._opened:
             self._time_arrival()
-        if not self._paused:
+        if not self._paused and not turns.paused:
             producer = network_producer(self.transport)
             if producer is not None:
                 producer.resumeProducing()
@@ -592,7 +697,8 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     def held_input(self) -> int:
         """Bytes received and held, not yet answered: for the memory bound."""
         return (
-            len(self._unfed)
+            len(self._held)
+            - self._held_at
             + max(self._unread, 0)
             + self._kept
             + sum(message.wire for message in self._messages)
@@ -635,8 +741,10 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         for call in (self._close_wait, self._idle):
             self._cancel(call)
         self._close_wait = self._idle = None
+        if self._turns is not None:
+            self._turns.stop()
         self._cancel_arrival()
-        self._unfed.clear()
+        self._held, self._held_at = b"", 0
         self._messages.clear()
         self._parts = []
         self._kept = 0
@@ -657,7 +765,6 @@ class WebSocketA2AProtocol(UpgradeProtocol):
 
 __all__ = [
     "CLOSE_TIMEOUT",
-    "FEED",
     "STREAM_COMPLETE",
     "FrameSink",
     "WebSocketA2AProtocol",

@@ -51,6 +51,8 @@ class ConnectionFactory(Protocol):
     allowed_origins: frozenset[str]
     frames: IFrameIO
     events: LogSummary
+    turn_bytes: int
+    ledger: Any
     open_connections: int
     connections_by_source: dict[str, int]
     connections: set[Any]
