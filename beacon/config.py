@@ -170,8 +170,15 @@ class Limits:
 #: calls have to finish when Beacon stops, and the bytes a request message
 #: may hold beyond C{[limits] max_body} (its protobuf framing: a message
 #: that fits in a JSON body of max_body bytes fits in its protobuf form).
-DEFAULT_GRPC_WORKERS = 16
+DEFAULT_GRPC_WORKERS = 32
 DEFAULT_GRPC_GRACE = 5.0
+#: Defaults of C{[grpc]}'s door limits: calls one source may have in
+#: progress (half the default workers, so that one source never holds
+#: them all), a connection's longest life, and the seconds between
+#: keepalive pings on a silent connection.
+DEFAULT_GRPC_CALLS_PER_SOURCE = 16
+DEFAULT_GRPC_CONNECTION_AGE = 3600.0
+DEFAULT_GRPC_KEEPALIVE = 60.0
 GRPC_ENVELOPE = 1024
 
 
@@ -188,8 +195,15 @@ class GRPCOptions:
     @ivar certificate: The PEM certificate (chain) file for C{private_key}.
     @ivar workers: The size of grpcio's thread pool (calls served at once;
         each waits for the reactor, which runs the policy).
-    @ivar grace: Seconds in-flight calls have to finish when Beacon stops,
-        before they are cancelled.
+    @ivar grace: Seconds in-flight calls have to finish when Beacon stops
+        (or a connection at its C{max_connection_age}), before they are
+        cancelled.
+    @ivar max_calls_per_source: Calls one source may have in progress,
+        those waiting for their request message included; 0: no cap.
+    @ivar max_connection_age: Seconds a connection is kept at most (then
+        GOAWAY: the peer reconnects); 0: no limit.
+    @ivar keepalive: Seconds between the pings Beacon sends on a silent
+        connection to find a peer that is gone; 0: none.
     @ivar key_pem: The key read from C{private_key} (never shown by
         C{repr}).
     @ivar certificate_pem: The certificate read from C{certificate}.
@@ -200,6 +214,9 @@ class GRPCOptions:
     certificate: str = ""
     workers: int = DEFAULT_GRPC_WORKERS
     grace: float = DEFAULT_GRPC_GRACE
+    max_calls_per_source: int = DEFAULT_GRPC_CALLS_PER_SOURCE
+    max_connection_age: float = DEFAULT_GRPC_CONNECTION_AGE
+    keepalive: float = DEFAULT_GRPC_KEEPALIVE
     key_pem: bytes = field(default=b"", repr=False)
     certificate_pem: bytes = field(default=b"", repr=False)
 
@@ -406,7 +423,16 @@ _SECTIONS: dict[str, set[str]] = {
         "smtp_ca_file",
     },
     "metrics": {"listen"},
-    "grpc": {"listen", "private_key", "certificate", "workers", "grace"},
+    "grpc": {
+        "listen",
+        "private_key",
+        "certificate",
+        "workers",
+        "grace",
+        "max_calls_per_source",
+        "max_connection_age",
+        "keepalive",
+    },
 }
 
 
@@ -1040,12 +1066,13 @@ def _grpc_options(values: dict[str, Any]) -> GRPCOptions:
     for key in ("private_key", "certificate"):
         if key in values:
             options = replace(options, **{key: _typed("grpc", key, values[key], str)})  # type: ignore[arg-type]
-    if "workers" in values:
-        options = replace(options, workers=_typed("grpc", "workers", values["workers"], int))
-    if "grace" in values:
-        options = replace(
-            options, grace=float(_typed("grpc", "grace", values["grace"], (int, float)))
-        )
+    for key in ("workers", "max_calls_per_source"):
+        if key in values:
+            options = replace(options, **{key: _typed("grpc", key, values[key], int)})  # type: ignore[arg-type]
+    for key in ("grace", "max_connection_age", "keepalive"):
+        if key in values:
+            seconds = float(_typed("grpc", key, values[key], (int, float)))
+            options = replace(options, **{key: seconds})  # type: ignore[arg-type]
     return options
 
 
@@ -1106,6 +1133,14 @@ def _check_grpc(options: GRPCOptions) -> GRPCOptions:
         raise ConfigError("[grpc] workers must be between 1 and 1000")
     if not (0 <= options.grace <= 3600):
         raise ConfigError("[grpc] grace must be between 0 and 3600 s")
+    if not (0 <= options.max_calls_per_source <= 100_000):
+        raise ConfigError("[grpc] max_calls_per_source must be between 0 (no cap) and 100000")
+    if not (options.max_connection_age == 0 or 1 <= options.max_connection_age <= 86400 * 365):
+        raise ConfigError(
+            "[grpc] max_connection_age must be 0 (no limit) or between 1 s and a year"
+        )
+    if not (options.keepalive == 0 or 1 <= options.keepalive <= 86400):
+        raise ConfigError("[grpc] keepalive must be 0 (no pings) or between 1 s and a day")
     if bool(options.private_key) != bool(options.certificate):
         raise ConfigError(
             "[grpc] private_key and certificate go together (both for TLS, neither for"

@@ -78,6 +78,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from beacon.bindings.grpc import (
     METHODS as GRPC_METHODS,
+    UNAUTHENTICATED,
     GRPCCalls,
     Refused,
     event_of,
@@ -1168,7 +1169,13 @@ class GRPCDriver(Driver):
             metadata.append(("a2a-extensions", ", ".join(uris)))
         metadata += [(name.lower(), value) for name, value in headers]
         self.world._port += 1
-        called = self.world.grpc.call(method, params, tuple(metadata), f"ipv4:{PEER}:{self.world._port}")
+        peer = f"ipv4:{PEER}:{self.world._port}"
+        calls = self.world.grpc
+        if not calls.admits(tuple(metadata)):
+            # As the handler refuses it, from its metadata, before its message is read.
+            calls.unauthenticated(calls.source_of(peer, tuple(metadata)))
+            return method, Failure(UNAUTHENTICATED)
+        called = calls.call(method, params, tuple(metadata), peer)
         self.world.clock.advance(0)
         outcome: list[Any] = []
         called.addBoth(outcome.append)

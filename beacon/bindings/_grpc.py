@@ -69,7 +69,8 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.defer import Deferred, fail, maybeDeferred
-from twisted.internet.interfaces import IAddress, IReactorFromThreads
+from twisted.internet.interfaces import IAddress, IReactorFromThreads, IReactorTime
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -112,12 +113,16 @@ _GONE = object()
 CALLS_PER_WORKER = 8
 #: How many events a stream holds for a gRPC thread that has not sent them.
 MAX_QUEUED_EVENTS = 1000
+#: Seconds between two looks for calls that have waited too long for their
+#: request message (so one is cancelled at most this late).
+EXPIRY_INTERVAL = 1.0
 
 
 class Refused(Exception):
     """
-    A call refused before the dispatcher (rate limit, credentials): its
-    status code, Beacon's reason and message, and when to retry.
+    A call refused before the dispatcher (rate limit, credentials, calls in
+    progress): its status code, Beacon's reason and message, and when to
+    retry.
     """
 
     def __init__(
@@ -128,6 +133,15 @@ class Refused(Exception):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+
+
+#: The refusal of a call without a good credential (C{[auth]}).
+UNAUTHENTICATED = Refused(
+    grpc.StatusCode.UNAUTHENTICATED,
+    "UNAUTHENTICATED",
+    "this Beacon admits submitters with a credential only; see the agent card's "
+    "securitySchemes (metadata authorization: Bearer <token>, or x-api-key)",
+)
 
 
 def params_of(request: ProtoMessage) -> dict[str, Any]:
@@ -343,19 +357,6 @@ class GRPCCalls:
                     retry,
                 )
             )
-        auth = limits.auth
-        if auth.enabled:
-            if not auth.admits(_joined(metadata, "authorization"), _joined(metadata, "x-api-key")):
-                self.refusals.unauthenticated(source, limits.rate.clock, "grpc")
-                return fail(
-                    Refused(
-                        grpc.StatusCode.UNAUTHENTICATED,
-                        "UNAUTHENTICATED",
-                        "this Beacon admits submitters with a credential only; see the "
-                        "agent card's securitySchemes (metadata authorization: Bearer "
-                        "<token>, or x-api-key)",
-                    )
-                )
         context = self.context_of(source, metadata)
         self.in_flight += 1
 
@@ -374,6 +375,44 @@ class GRPCCalls:
 
     def _ended(self) -> None:
         self.in_flight -= 1
+
+    def admits(self, metadata: Metadata) -> bool:
+        """
+        Whether the call's metadata carries a good credential (always, with
+        C{[auth]} off). Any thread: it reads only the configuration.
+        """
+        auth = self._limits.auth
+        return not auth.enabled or auth.admits(
+            _joined(metadata, "authorization"), _joined(metadata, "x-api-key")
+        )
+
+    def unauthenticated(self, source: str) -> None:
+        """Count (and log, throttled) a call refused for want of a credential."""
+        self.refusals.unauthenticated(source, self._limits.rate.clock, "grpc")
+
+    def too_many(self, source: str, cap: int) -> None:
+        """Count (and log, throttled) a call refused over the calls a source may have in progress."""
+        self.refusals.throttled(
+            "in_flight_limit",
+            source,
+            self._limits.rate.clock,
+            "a2a.grpc.too_many_calls: refused a call from {source}, which has {cap} in progress",
+            "a2a.grpc.too_many_calls: refused {count} more calls from {source} since the last line",
+            cap=cap,
+        )
+
+    def too_slow(self, source: str, seconds: float) -> None:
+        """Count (and log, throttled) a call ended for want of its request message."""
+        self.refusals.throttled(
+            "request_timeout",
+            source,
+            self._limits.rate.clock,
+            "a2a.grpc.request_timeout: cancelled a call from {source} whose request message "
+            "did not come within {seconds} s",
+            "a2a.grpc.request_timeout: cancelled {count} more calls from {source} since the "
+            "last line",
+            seconds=seconds,
+        )
 
 
 @implementer(IStreamSink)
@@ -402,14 +441,147 @@ class _ThreadSink:
 
 
 class _Handlers:
-    """The gRPC thread side: one handler per method of the service."""
+    """
+    The gRPC thread side: one handler per method of the service, and the
+    door's admission before a worker waits for a request message.
 
-    def __init__(self, calls: GRPCCalls, reactor: IReactorFromThreads) -> None:
+    Every method is served as a stream of requests (grpcio calls the
+    handler with the call's context at once, not once a message has
+    come): the credential is checked from the metadata, the calls the
+    source has in progress are counted against C{max_per_source}, and only
+    then does the worker wait for the one request message, at most
+    C{message_timeout} seconds (L{expire}, on the reactor, cancels a call
+    that waits longer). Thread-safe: grpcio's workers share it.
+    """
+
+    def __init__(
+        self,
+        calls: GRPCCalls,
+        reactor: IReactorFromThreads,
+        clock: IReactorTime,
+        *,
+        max_per_source: int = 0,
+        message_timeout: float | None = None,
+    ) -> None:
         self._calls = calls
         self._reactor = reactor
+        self._clock = clock
+        self.max_per_source = max_per_source
+        self.message_timeout = message_timeout
+        self._lock = threading.Lock()
+        #: Calls in progress, by source.
+        self._held: dict[str, int] = {}
+        #: The calls waiting for their request message: when each is due,
+        #: its context and source.
+        self._waiting: dict[object, tuple[float, grpc.ServicerContext, str]] = {}
+
+    # Admission, on grpcio's worker threads.
+
+    def _admit(self, context: grpc.ServicerContext) -> tuple[Metadata, str, str]:
+        """
+        Admit a call from its metadata and peer, before its request message
+        is read: its credential, then the calls its source has in progress.
+        Abort it (UNAUTHENTICATED, RESOURCE_EXHAUSTED) when refused.
+
+        @return: Its metadata, peer and source (counted in progress until
+            L{_release}).
+        """
+        metadata = tuple(context.invocation_metadata() or ())
+        peer = context.peer()
+        calls = self._calls
+        source = calls.source_of(peer, metadata)
+        if not calls.admits(metadata):
+            self._reactor.callFromThread(calls.unauthenticated, source)
+            context.abort_with_status(rpc_status.to_status(refusal_status(UNAUTHENTICATED)))
+        cap = self.max_per_source
+        with self._lock:
+            held = self._held.get(source, 0)
+            admitted = not cap or held < cap
+            if admitted:
+                self._held[source] = held + 1
+        if not admitted:
+            self._reactor.callFromThread(calls.too_many, source, cap)
+            context.abort_with_status(
+                rpc_status.to_status(
+                    refusal_status(
+                        Refused(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            "IN_FLIGHT_LIMIT",
+                            f"{cap} calls from this source are in progress; wait for an answer",
+                        )
+                    )
+                )
+            )
+        return metadata, peer, source
+
+    def _release(self, source: str) -> None:
+        """A call of C{source} is over."""
+        with self._lock:
+            held = self._held.get(source, 1) - 1
+            if held > 0:
+                self._held[source] = held
+            else:
+                self._held.pop(source, None)
+
+    def _request(
+        self, method: str, requests: Iterator[ProtoMessage], context: grpc.ServicerContext, source: str
+    ) -> ProtoMessage:
+        """
+        The call's one request message, waited for at most
+        C{message_timeout} seconds (then the call is cancelled, and the
+        wait ends with grpcio's error).
+        """
+        timeout = self.message_timeout
+        token = object()
+        if timeout:
+            with self._lock:
+                self._waiting[token] = (self._clock.seconds() + timeout, context, source)
+        try:
+            return next(requests)
+        except StopIteration:
+            # As grpcio answers a unary call without a message.
+            context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, f'"{method}" requires exactly one request message.'
+            )
+            raise AssertionError("abort returns only by raising")  # pragma: no cover
+        finally:
+            if timeout:
+                with self._lock:
+                    self._waiting.pop(token, None)
+
+    def expire(self) -> None:
+        """
+        On the reactor: cancel each call that has waited for its request
+        message longer than C{message_timeout} (its worker is free again).
+        """
+        now = self._clock.seconds()
+        with self._lock:
+            late = [
+                (token, context, source)
+                for token, (due, context, source) in self._waiting.items()
+                if due <= now
+            ]
+            for token, _, _ in late:
+                del self._waiting[token]
+        for _, context, source in late:
+            context.cancel()
+            self._calls.too_slow(source, self.message_timeout or 0.0)
+
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for their request message."""
+        with self._lock:
+            return len(self._waiting)
+
+    # The call, once admitted.
 
     def _cross(
-        self, method: str, request: ProtoMessage, context: grpc.ServicerContext
+        self,
+        method: str,
+        request: ProtoMessage,
+        context: grpc.ServicerContext,
+        metadata: Metadata,
+        peer: str,
     ) -> tuple[CallContext, Any]:
         """
         Run the call on the reactor and wait for its answer (a Deferred
@@ -424,8 +596,6 @@ class _Handlers:
         except Exception:
             log.failure("a2a.grpc.internal_error: {method}'s request is unreadable", method=method)
             context.abort_with_status(rpc_status.to_status(internal_status()))
-        metadata = tuple(context.invocation_metadata() or ())
-        peer = context.peer()
 
         def run() -> None:
             maybeDeferred(self._calls.call, method, params, metadata, peer).addBoth(answers.put)
@@ -455,9 +625,16 @@ class _Handlers:
                 (("a2a-extensions", ", ".join(sorted(call.extensions))),)
             )
 
-    def unary(self, method: str) -> Callable[[ProtoMessage, grpc.ServicerContext], ProtoMessage]:
-        def handle(request: ProtoMessage, context: grpc.ServicerContext) -> ProtoMessage:
-            call, result = self._cross(method, request, context)
+    def unary(
+        self, method: str
+    ) -> Callable[[Iterator[ProtoMessage], grpc.ServicerContext], ProtoMessage]:
+        def handle(requests: Iterator[ProtoMessage], context: grpc.ServicerContext) -> ProtoMessage:
+            metadata, peer, source = self._admit(context)
+            try:
+                request = self._request(method, requests, context, source)
+                call, result = self._cross(method, request, context, metadata, peer)
+            finally:
+                self._release(source)
             try:
                 response = message_of(method, result)
             except Exception:
@@ -473,55 +650,65 @@ class _Handlers:
 
     def streaming(
         self, method: str
-    ) -> Callable[[ProtoMessage, grpc.ServicerContext], Iterator[ProtoMessage]]:
-        def handle(request: ProtoMessage, context: grpc.ServicerContext) -> Iterator[ProtoMessage]:
-            call, result = self._cross(method, request, context)
-            self._echo(call, context)
-            if not isinstance(result, EventStream):
-                # Not a stream (a policy's plain answer): one event of it.
-                if result is not None:
-                    yield event_of(result)
-                return
-            sink = _ThreadSink(result)
-            self._reactor.callFromThread(result.attach, sink)
-            if not context.add_callback(
-                lambda: self._reactor.callFromThread(_cancel, result, sink)
-            ):
-                # The RPC ended already: its peer is gone.
-                self._reactor.callFromThread(_cancel, result, sink)
-            while True:
-                kind, value = sink.queue.get()
-                if kind == "event":
-                    try:
-                        event = event_of(value)
-                    except Exception:
-                        log.failure(
-                            "a2a.grpc.internal_error: {method}'s event is not a"
-                            " StreamResponse",
-                            method=method,
-                        )
-                        self._reactor.callFromThread(result.cancel)
-                        context.abort_with_status(rpc_status.to_status(internal_status()))
-                    yield event
-                elif kind == "fail":
-                    context.abort_with_status(rpc_status.to_status(status_of(value)))
-                else:
+    ) -> Callable[[Iterator[ProtoMessage], grpc.ServicerContext], Iterator[ProtoMessage]]:
+        def handle(
+            requests: Iterator[ProtoMessage], context: grpc.ServicerContext
+        ) -> Iterator[ProtoMessage]:
+            metadata, peer, source = self._admit(context)
+            try:
+                request = self._request(method, requests, context, source)
+                call, result = self._cross(method, request, context, metadata, peer)
+                self._echo(call, context)
+                if not isinstance(result, EventStream):
+                    # Not a stream (a policy's plain answer): one event of it.
+                    if result is not None:
+                        yield event_of(result)
                     return
+                yield from self._events(method, result, context)
+            finally:
+                self._release(source)
 
         return handle
+
+    def _events(
+        self, method: str, result: EventStream, context: grpc.ServicerContext
+    ) -> Iterator[ProtoMessage]:
+        """A stream's events, as the reactor hands them over, until it ends."""
+        sink = _ThreadSink(result)
+        self._reactor.callFromThread(result.attach, sink)
+        if not context.add_callback(lambda: self._reactor.callFromThread(_cancel, result, sink)):
+            # The RPC ended already: its peer is gone.
+            self._reactor.callFromThread(_cancel, result, sink)
+        while True:
+            kind, value = sink.queue.get()
+            if kind == "event":
+                try:
+                    event = event_of(value)
+                except Exception:
+                    log.failure(
+                        "a2a.grpc.internal_error: {method}'s event is not a StreamResponse",
+                        method=method,
+                    )
+                    self._reactor.callFromThread(result.cancel)
+                    context.abort_with_status(rpc_status.to_status(internal_status()))
+                yield event
+            elif kind == "fail":
+                context.abort_with_status(rpc_status.to_status(status_of(value)))
+            else:
+                return
 
     def generic(self) -> grpc.GenericRpcHandler:
         """The service's handlers, for C{grpc.Server.add_generic_rpc_handlers}."""
         handlers: dict[str, grpc.RpcMethodHandler] = {}
         for name, (request_class, response_class, streaming) in METHODS.items():
             if streaming:
-                handlers[name] = grpc.unary_stream_rpc_method_handler(
+                handlers[name] = grpc.stream_stream_rpc_method_handler(
                     self.streaming(name),
                     request_deserializer=request_class.FromString,
                     response_serializer=response_class.SerializeToString,
                 )
             else:
-                handlers[name] = grpc.unary_unary_rpc_method_handler(
+                handlers[name] = grpc.stream_unary_rpc_method_handler(
                     self.unary(name),
                     request_deserializer=request_class.FromString,
                     response_serializer=response_class.SerializeToString,
@@ -534,6 +721,41 @@ def _cancel(stream: EventStream, sink: _ThreadSink) -> None:
     if not stream.finished:
         stream.cancel()
         sink.end()
+
+
+def connection_options(
+    *,
+    idle_timeout: float | None,
+    max_connection_age: float | None,
+    keepalive: float | None,
+    grace: float,
+) -> list[tuple[str, int]]:
+    """
+    grpcio's channel arguments for a listener's HTTP/2 connections: how long
+    one without calls is kept, how long any is kept at most (then GOAWAY,
+    and C{grace} for its calls), and the keepalive pings that find a peer
+    gone (unanswered for L{KEEPALIVE_TIMEOUT} s: closed). A peer's own
+    pings keep grpcio's defaults (at most one in 5 minutes without calls;
+    more are a strike, two strikes a GOAWAY).
+    """
+
+    def ms(seconds: float) -> int:
+        return max(1, int(seconds * 1000))
+
+    options: list[tuple[str, int]] = []
+    if idle_timeout:
+        options.append(("grpc.max_connection_idle_ms", ms(idle_timeout)))
+    if max_connection_age:
+        options.append(("grpc.max_connection_age_ms", ms(max_connection_age)))
+        options.append(("grpc.max_connection_age_grace_ms", ms(grace)))
+    if keepalive:
+        options.append(("grpc.keepalive_time_ms", ms(keepalive)))
+        options.append(("grpc.keepalive_timeout_ms", ms(KEEPALIVE_TIMEOUT)))
+    return options
+
+
+#: Seconds a keepalive ping may go unanswered before the connection is closed.
+KEEPALIVE_TIMEOUT = 20.0
 
 
 def _bound_url(address: str, port: int) -> str:
@@ -557,11 +779,17 @@ class GRPCServer:
         listen: Sequence[str],
         *,
         max_receive: int,
-        workers: int = 16,
+        workers: int = 32,
         max_calls: int | None = None,
+        max_calls_per_source: int = 16,
+        message_timeout: float | None = 30.0,
+        idle_timeout: float | None = 60.0,
+        max_connection_age: float | None = 3600.0,
+        keepalive: float | None = 60.0,
         grace: float = 5.0,
         key_pem: bytes = b"",
         certificate_pem: bytes = b"",
+        clock: IReactorTime | None = None,
     ) -> None:
         """
         @param listen: gRPC addresses, C{host:port} (port 0: any free one).
@@ -570,11 +798,26 @@ class GRPCServer:
         @param max_calls: Calls in progress at once, those waiting for a
             worker included (grpcio refuses more, RESOURCE_EXHAUSTED);
             by default L{CALLS_PER_WORKER} per worker.
-        @param grace: Seconds in-flight calls get at L{stop}.
+        @param max_calls_per_source: Calls one source may have in progress
+            (RESOURCE_EXHAUSTED beyond); 0: no cap.
+        @param message_timeout: Seconds a call may wait for its request
+            message before it is cancelled; None: no limit.
+        @param idle_timeout: Seconds a connection without calls is kept
+            (then grpcio sends GOAWAY); None: no limit.
+        @param max_connection_age: Seconds a connection is kept at most
+            (then GOAWAY, and C{grace} seconds for its calls to end); None:
+            no limit.
+        @param keepalive: Seconds between the pings grpcio sends on a
+            connection that is silent, to find a peer that is gone (one
+            unanswered for 20 s closes it); None: no pings.
+        @param grace: Seconds in-flight calls get at L{stop} (and after a
+            connection's GOAWAY at its age).
         @param key_pem: With C{certificate_pem}: every listener speaks TLS.
+        @param clock: Times the wait for request messages (the reactor).
         """
         self._calls = calls
         self._reactor = reactor
+        self._clock: IReactorTime = clock if clock is not None else cast(IReactorTime, reactor)
         self._listen = tuple(listen)
         self._max_receive = max_receive
         self._workers = workers
@@ -582,9 +825,43 @@ class GRPCServer:
         self._grace = grace
         self._key = key_pem
         self._certificate = certificate_pem
+        self._handlers = _Handlers(
+            calls,
+            reactor,
+            self._clock,
+            max_per_source=max_calls_per_source,
+            message_timeout=message_timeout,
+        )
+        self._options = connection_options(
+            idle_timeout=idle_timeout,
+            max_connection_age=max_connection_age,
+            keepalive=keepalive,
+            grace=grace,
+        )
+        self._expiry: LoopingCall | None = None
         self._server: grpc.Server | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.urls: list[str] = []
+
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for their request message."""
+        return self._handlers.waiting
+
+    @property
+    def max_calls_per_source(self) -> int:
+        """Calls one source may have in progress (0: no cap)."""
+        return self._handlers.max_per_source
+
+    @property
+    def message_timeout(self) -> float | None:
+        """Seconds a call may wait for its request message."""
+        return self._handlers.message_timeout
+
+    @property
+    def options(self) -> list[tuple[str, int]]:
+        """The listeners' HTTP/2 limits, as grpcio's channel arguments."""
+        return list(self._options)
 
     @property
     def tls(self) -> bool:
@@ -601,11 +878,12 @@ class GRPCServer:
         server = grpc.server(
             executor,
             maximum_concurrent_rpcs=self._max_calls,
-            handlers=[_Handlers(self._calls, self._reactor).generic()],
+            handlers=[self._handlers.generic()],
             options=[
                 ("grpc.max_receive_message_length", self._max_receive),
                 # One Beacon per port: a second bind fails, as a TCP listen does.
                 ("grpc.so_reuseport", 0),
+                *self._options,
             ],
         )
         urls = []
@@ -632,6 +910,10 @@ class GRPCServer:
         self._server = server
         self._executor = executor
         self.urls = urls
+        expiry = LoopingCall(self._handlers.expire)
+        expiry.clock = self._clock
+        expiry.start(EXPIRY_INTERVAL, now=False)
+        self._expiry = expiry
         for url in urls:
             log.info(
                 "a2a.grpc.serving: the gRPC binding at {url}{tls}",
@@ -649,6 +931,9 @@ class GRPCServer:
         """
         server, self._server = self._server, None
         executor, self._executor = self._executor, None
+        expiry, self._expiry = self._expiry, None
+        if expiry is not None and expiry.running:
+            expiry.stop()
         done: Deferred[None] = Deferred()
         if server is None or executor is None:
             done.callback(None)
@@ -673,6 +958,9 @@ class GRPCServer:
 
 __all__ = [
     "CALLS_PER_WORKER",
+    "EXPIRY_INTERVAL",
+    "UNAUTHENTICATED",
+    "connection_options",
     "GRPCCalls",
     "GRPCServer",
     "METHODS",
