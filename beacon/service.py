@@ -31,7 +31,7 @@ from beacon.bindings.http import (
     TransportLimits,
     public_resources,
 )
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.limits import Ledger, RateLimiter, SourceResolver
 from beacon.config import Config, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
@@ -321,6 +321,11 @@ def grpc_service(
         options.listen,
         max_receive=options.max_receive_message_length(config.limits.max_body),
         workers=options.workers,
+        max_calls_per_source=options.max_calls_per_source,
+        message_timeout=config.limits.body_timeout,
+        idle_timeout=config.limits.idle_timeout,
+        max_connection_age=options.max_connection_age or None,
+        keepalive=options.keepalive or None,
         grace=options.grace,
         key_pem=options.key_pem,
         certificate_pem=options.certificate_pem,
@@ -411,6 +416,7 @@ def _add_operator_doors(
     store: ISubmissionStore,
     reactor: IBeaconReactor,
     monitoring: Monitoring | None = None,
+    ledger: Ledger | None = None,
 ) -> None:
     policy = OperatorPolicy(store, reactor)
     path = config.socket_path
@@ -433,6 +439,8 @@ def _add_operator_doors(
         )
         site = BeaconSite(door.root, clock=reactor, **config.limits.site_options())
         site.noisy = False
+        if ledger is not None:
+            site.ledger = ledger
         if monitoring is not None:
             monitoring.operator("operator_socket", site, door.root)
         OperatorSocket(reactor, absolute, PeerCheckedFactory(site, absolute)).setServiceParent(root)
@@ -443,6 +451,8 @@ def _add_operator_doors(
             BearerGate(door.root, token), clock=reactor, **config.limits.site_options()
         )
         site.noisy = False
+        if ledger is not None:
+            site.ledger = ledger
         if monitoring is not None:
             monitoring.operator("operator_http", site, door.root)
         discovery = DiscoveryFile(config.operator_discovery_file, token)
@@ -522,6 +532,29 @@ def notifiers(
         )
         for channel in channels
     ]
+
+
+class DataDirectory(Service):
+    """
+    Checks, first of all at start, that the data directory is one (or not
+    there yet: what needs it makes it): a file in its place stops start-up
+    with that reason, rather than with the first file that cannot be made
+    in it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def startService(self) -> None:
+        """
+        @raise StartupError: Something other than a directory is at the path.
+        """
+        super().startService()
+        if os.path.lexists(self.path) and not os.path.isdir(self.path):
+            raise StartupError(
+                f"the data directory {self.path} is not a directory; give --data (or"
+                " [server] data) a directory, or a path where one can be made"
+            )
 
 
 class AllOrNothing(MultiService):
@@ -628,6 +661,7 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     """
     config = validate(config)
     root = AllOrNothing()
+    DataDirectory(os.path.abspath(config.data_dir)).setServiceParent(root)
     # SQLite in the data directory, or the PostgreSQL database several
     # instances share.
     store = open_store(store_url(config), reactor)
@@ -648,6 +682,9 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
         **config.limits.site_options(),
     )
     site.noisy = False
+    # Every door's connections share one ledger of reads: a connection's
+    # turns grow only while no other connection of this Beacon is served.
+    site.ledger = beacon.websocket.ledger
     public: dict[str, str] = {}
     if config.public_url:
         public["url"] = config.public_url
@@ -674,7 +711,7 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
         service, calls = grpc_service(config, beacon, reactor)
         monitoring.grpc(calls)
         service.setServiceParent(root)
-    _add_operator_doors(root, config, store, reactor, monitoring)
+    _add_operator_doors(root, config, store, reactor, monitoring, site.ledger)
     # After every listener: ready means bound too.
     monitoring.attach(root)
     _Announce(config, lambda: public.get("url", ""), reactor).setServiceParent(root)
@@ -685,6 +722,7 @@ __all__ = [
     "AllOrNothing",
     "BeaconResources",
     "DATABASE_NAME",
+    "DataDirectory",
     "GRPC_EXTRA_MISSING",
     "GRPCService",
     "HeapFreeze",

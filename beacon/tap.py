@@ -316,23 +316,58 @@ def makeService(options: Options) -> IService:
     """
     Wire the service tree from the checked configuration.
     """
+    assert options.config is not None
+    twistd = getattr(options, "parent", None)
+    return _guarded(options.config, twistd)
+
+
+def _guarded(config: Config, twistd: Any = None, stderr: int | None = None) -> IService:
+    """
+    The service tree for C{config} under the start-up guard, and the
+    start-up heap frozen once it has started. Under C{twistd beacon}
+    (C{twistd}, its options), standard error is kept for the reason of a
+    failed start and twistd's log is offered Beacon's observer.
+    """
     from twisted.internet import reactor as global_reactor
 
     from beacon.interfaces import beacon_reactor
     from beacon.service import makeService as make
 
     reactor = beacon_reactor(global_reactor)
-
-    assert options.config is not None
-    twistd = getattr(options, "parent", None)
     if twistd is None:
-        guard = _StartupGuard()
+        guard = _StartupGuard(stderr)
     else:
         # twistd's log, in twistd's format, written faster (beacon.logs);
         # --logger and --syslog still win.
         guard = _StartupGuard(
             _keep_stderr(), lambda: twistd_log_observer(twistd, reactor)
         )
-    make(options.config, reactor).setServiceParent(guard)
+    make(config, reactor).setServiceParent(guard)
     HeapFreeze(reactor).setServiceParent(guard)
     return guard
+
+
+def application(config_file: str) -> Any:
+    """
+    The application a C{.tac} file hands to C{twistd -y} (see
+    C{etc/beacon.tac}): the service tree of C{twistd beacon}, configured by
+    the TOML file C{config_file}, under the same start-up guard. A
+    configuration error ends twistd at once, and a failure to start (a
+    port in use, a store that cannot open) when it starts, both with exit
+    status 1 and the one-line reason on standard error
+    (C{beacon: cannot start: ...}), no traceback.
+    """
+    from twisted.application.service import Application
+
+    try:
+        config = build_config(read_file(config_file))
+    except ConfigError as e:
+        # Before twistd begins its log: standard error is where it is read.
+        reason = " ".join(str(e).split("\n"))
+        sys.stderr.write(f"beacon: cannot start: {config_file}: {reason}\n")
+        sys.stderr.flush()
+        # Not an Exception: twistd would print the traceback of one.
+        raise SystemExit(1) from None
+    made = Application("beacon")
+    _guarded(config, stderr=_keep_stderr()).setServiceParent(made)
+    return made

@@ -1,10 +1,10 @@
 """
 How often a kind of event may reach the log (L{LogThrottle}): its first
 line at once, then at most one line an interval, which counts what was
-left out. The WebSocket binding's summaries (L{beacon.bindings._ws_log})
-and the doors' refusal lines per source (C{http.too_large},
-C{http.unauthenticated}, C{a2a.grpc.unauthenticated}:
-L{beacon.bindings.refusals.Refusals}) are made by it.
+left out. The WebSocket binding's summaries, the doors' refusal lines per
+source (C{http.too_large}, C{http.unauthenticated}, the C{a2a.grpc.*}
+refusals), the operator socket's C{a2a.unix.denied} and the web console's
+C{console.refused} are made by it.
 """
 
 from __future__ import annotations

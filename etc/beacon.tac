@@ -1,19 +1,13 @@
 # Deploy Beacon from a file:  twistd -ny etc/beacon.tac
 #
 # The same service tree as `twistd beacon`, configured by etc/beacon.toml (or
-# the file named by the BEACON_CONFIG environment variable).
+# the file named by the BEACON_CONFIG environment variable), and the same
+# start-up guard: a failure to start exits 1 with its reason on one line.
 import os
 
-from twisted.application.service import Application
-from twisted.internet import reactor
-
-from beacon.config import build_config, read_file
-from beacon.service import HeapFreeze, makeService
+from beacon.tap import application as beacon_application
 
 config_path = os.environ.get(
     "BEACON_CONFIG", os.path.join(os.path.dirname(os.path.abspath(__file__)), "beacon.toml")
 )
-application = Application("beacon")
-makeService(build_config(read_file(config_path)), reactor).setServiceParent(application)
-# Last: once everything has started, the start-up heap is frozen (see HeapFreeze).
-HeapFreeze(reactor).setServiceParent(application)
+application = beacon_application(config_path)

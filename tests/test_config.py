@@ -20,7 +20,7 @@ from twisted.plugin import getPlugins
 from twisted.python import usage
 
 from beacon.config import Config, ConfigError, build_config, read_file
-from beacon.service import Listeners, StartupError, derive_public_url, makeService
+from beacon.service import DataDirectory, Listeners, StartupError, derive_public_url, makeService
 from beacon.tap import Options
 
 ETC = Path(__file__).parent.parent / "etc"
@@ -177,14 +177,15 @@ def test_beacon_tapname_is_a_service_maker() -> None:
 
 
 def test_make_service_wires_store_then_listeners(tmp_path: Path) -> None:
-    """The tree holds the store first, then binds every listener on the given reactor."""
+    """The tree checks the data directory, holds the store next, then binds every listener on the given reactor."""
     reactor = MemoryReactorClock()
     config = build_config(
         data_dir=str(tmp_path / "data"),
         http=["tcp:8080:interface=127.0.0.1", "tcp:8081:interface=\\:\\:1"],
         public_url="https://beacon.example",
     )
-    children = list(makeService(config, reactor))
+    checked, *children = list(makeService(config, reactor))
+    assert isinstance(checked, DataDirectory) and checked.path == str(tmp_path / "data")
     assert type(children[0]).__name__ == "SQLiteStore"
     assert children[0].path == str(tmp_path / "data" / "beacon.sqlite3")
     assert isinstance(children[1], Listeners)
@@ -256,7 +257,7 @@ def test_data_dir_is_relative_to_the_working_directory(tmp_path: Path, monkeypat
     """A relative data directory is resolved against where Beacon runs."""
     monkeypatch.chdir(tmp_path)
     service = makeService(build_config(public_url="https://b.example"), MemoryReactorClock())
-    store = list(service)[0]
+    store = list(service)[1]
     assert os.path.abspath(store.path) == str(tmp_path / "beacon-data" / "beacon.sqlite3")
 
 

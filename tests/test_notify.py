@@ -1291,7 +1291,7 @@ def test_make_service_puts_the_notifiers_after_the_store(tmp_path: Path) -> None
         data_dir=str(tmp_path),
         public_url="https://beacon.example",
     )
-    children = list(makeService(config, _ProcessReactor()))
+    children = list(makeService(config, _ProcessReactor()))[1:]  # After the data directory's check.
     assert type(children[0]).__name__ == "SQLiteStore"
     assert [type(c) for c in children[1:3]] == [Notifier, Notifier]
     assert [c.channel.name for c in children[1:3]] == ["command", "smtp"]

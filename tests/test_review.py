@@ -26,7 +26,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
 from beacon import cli
-from beacon.cli import _review
+from beacon.cli import _export, _review
 from beacon.client import REVIEW_EXTENSION, RPCError
 from peers.postgres import pg_schema, pg_url, postgresql  # noqa: F401 (fixtures)
 from peers.process import BeaconLauncher
@@ -379,6 +379,43 @@ async def test_export_csv(inbox: InProcessBeacon) -> None:
     assert row["subject"] == "'=HYPERLINK(\"x\")"
     assert row["body"] == "body, with \"quotes\"\nand lines"
     assert json.loads(row["message"])["from"] == {"name": "Ada"}
+
+
+@pytest.mark.parametrize(
+    "text, defused",
+    [
+        ("=1+1", True),
+        ("+1", True),
+        ("-1", True),
+        ("@SUM(A1)", True),
+        (" =1+1", True),
+        ("\n=1+1", True),
+        ("  \n @x", True),
+        ("\u00a0=1+1", True),
+        ("\t1", True),
+        ("\r1", True),
+        ("a=1+1", False),
+        (" plain", False),
+        ("\nplain", False),
+        ("", False),
+    ],
+)
+def test_csv_cells_that_a_spreadsheet_would_run(text: str, defused: bool) -> None:
+    """
+    A cell whose first character other than white space starts a formula,
+    or that starts with a tab or CR, gets a leading quote; any other is
+    written as it is.
+    """
+    out = io.StringIO()
+    writer = _export.writer_for("csv", out)
+    record = dict.fromkeys(
+        ("id", "receivedAt", "door", "source", "kind", "state", "decision", "decidedAt", "note",
+         "purgedAt", "sha256"),
+        "x",
+    )
+    writer.write({**record, "content": {"text": text}})
+    [row] = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert row["text"] == ("'" + text if defused else text)
 
 
 # Purge.

@@ -15,9 +15,11 @@ command line names that directory (a daemon is no child of the test).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -60,24 +62,31 @@ class Twistd:
         self.pidfile = directory / "twistd.pid"
         self.logfile = directory / "twistd.log"
 
-    def run(self, *beacon_args: str, daemon: bool = True) -> Finished:
+    def run(
+        self,
+        *beacon_args: str,
+        daemon: bool = True,
+        twistd_args: tuple[str, ...] = (),
+        tac: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Finished:
         """
-        Run twistd with C{--pidfile} and C{--logfile} in the directory, and
-        wait (bounded) for the command to return.
+        Run twistd with C{--pidfile} and C{--logfile} in the directory (and
+        C{twistd_args}), C{beacon --data ...} or the C{.tac} file C{tac},
+        and wait (bounded) for the command to return.
         """
         argv = [
             str(TWISTD),
             f"--pidfile={self.pidfile}",
             f"--logfile={self.logfile}",
+            *twistd_args,
             *([] if daemon else ["-n"]),
-            "beacon",
-            "--data",
-            str(self.data),
-            *beacon_args,
+            *(["-y", str(tac)] if tac else ["beacon", "--data", str(self.data), *beacon_args]),
         ]
         process = subprocess.Popen(
             argv,
             cwd=self.directory,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -268,7 +277,7 @@ def test_port_in_use_exits_1_with_the_reason_on_stderr(
 def test_missing_postgresql_database_exits_1_with_the_reason_on_stderr(
     twistd: Twistd, postgresql: RunDatabase, daemon: bool  # noqa: F811
 ) -> None:
-    """twistd beacon --store naming a database that does not exist exits 1 promptly with the reason on stderr, and removes the operator socket it had bound."""
+    """twistd beacon --store naming a database that does not exist exits 1 promptly with the reason on stderr, and leaves nothing behind (the operator socket is bound after the store opens)."""
     missing = f"beacon_missing_{uuid.uuid4().hex[:12]}"
     finished = twistd.run(
         "--http",
@@ -281,22 +290,30 @@ def test_missing_postgresql_database_exits_1_with_the_reason_on_stderr(
     line = reason_line(finished)
     assert line.startswith("beacon: cannot start: cannot connect to the database "), line
     assert f'database "{missing}" does not exist' in line, line
-    # The socket was bound before the store failed to open.
-    assert "a2a.unix.listening" in finished.log
+    assert "a2a.unix.listening" not in finished.log
     assert_nothing_left(twistd, finished)
 
 
-def test_bearer_door_port_in_use_removes_the_operator_socket(
-    twistd: Twistd, busy_port: int
-) -> None:
-    """When the bearer door cannot bind, the operator socket bound just before it is removed and twistd exits 1 with the reason."""
+def test_bearer_door_port_in_use_stops_startup(twistd: Twistd, busy_port: int) -> None:
+    """When the bearer door cannot bind (before anything is made in the data directory), twistd exits 1 with the reason and leaves nothing."""
     config = twistd.directory / "beacon.toml"
     config.write_text(f'[operator]\nhttp = "tcp:{busy_port}:interface=127.0.0.1"\n')
     finished = twistd.run("--config", str(config), "--http", "tcp:0:interface=127.0.0.1")
     assert finished.code == 1, finished
     assert "(operator)" in reason_line(finished)
-    assert "a2a.unix.listening" in finished.log
     assert_nothing_left(twistd, finished)
+
+
+def test_a_failure_after_the_operator_socket_removes_it(twistd: Twistd) -> None:
+    """When the bearer door's discovery file cannot be written (a directory is in its place), the operator socket bound just before it is removed and twistd exits 1 with the reason."""
+    config = twistd.directory / "beacon.toml"
+    config.write_text('[operator]\nhttp = "tcp:0:interface=127.0.0.1"\n')
+    (twistd.data / "operator-http.json").mkdir(parents=True)
+    finished = twistd.run("--config", str(config), "--http", "tcp:0:interface=127.0.0.1")
+    assert finished.code == 1, finished
+    assert "operator-http.json" in reason_line(finished)
+    assert "a2a.unix.listening" in finished.log
+    assert not (twistd.data / "operator.sock").exists()
 
 
 def test_bearer_door_alone_starts_on_a_fresh_data_directory(twistd: Twistd) -> None:
@@ -319,3 +336,118 @@ def test_bearer_door_alone_starts_on_a_fresh_data_directory(twistd: Twistd) -> N
     assert pid not in twistd.running()
     assert not discovery.exists()
     assert "Traceback" not in twistd.log()
+
+
+# The .tac file, and the data directory.
+
+TAC = Path(__file__).resolve().parents[1] / "etc" / "beacon.tac"
+
+
+@pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "foreground"])
+def test_tac_start_failure_is_reported_as_twistd_beacon_reports_it(
+    twistd: Twistd, busy_port: int, daemon: bool
+) -> None:
+    """twistd -y etc/beacon.tac on a port in use: exit 1, the one-line reason on stderr, beacon.start_failed in the log, no traceback."""
+    config = twistd.directory / "beacon.toml"
+    config.write_text(
+        f'[server]\ndata = "{twistd.data}"\nhttp = ["tcp:{busy_port}:interface=127.0.0.1"]\n'
+    )
+    finished = twistd.run(tac=TAC, daemon=daemon, env=dict(os.environ, BEACON_CONFIG=str(config)))
+    assert finished.code == 1, finished
+    assert reason_line(finished).startswith(
+        f"beacon: cannot start: cannot listen on 'tcp:{busy_port}:interface=127.0.0.1' (http)"
+    )
+    assert "beacon.start_failed: cannot listen on" in finished.log
+    assert_nothing_left(twistd, finished)
+
+
+def test_tac_configuration_error_is_one_line(twistd: Twistd) -> None:
+    """A .tac whose configuration is wrong exits 1 at once, naming the file and the key, no traceback."""
+    config = twistd.directory / "beacon.toml"
+    config.write_text("[limits]\nrate = -1\n")
+    finished = twistd.run(tac=TAC, daemon=False, env=dict(os.environ, BEACON_CONFIG=str(config)))
+    assert finished.code == 1, finished
+    line = reason_line(finished)
+    assert line.startswith(f"beacon: cannot start: {config}: "), line
+    assert "rate" in line
+    assert "Traceback" not in finished.stderr + finished.log
+
+
+def test_data_naming_a_file_says_it_is_not_a_directory(twistd: Twistd) -> None:
+    """--data naming a regular file: exit 1, the reason says it is not a directory (not "operator.sock: File exists")."""
+    twistd.data.write_text("a file\n")
+    finished = twistd.run("--http", "tcp:0:interface=127.0.0.1", daemon=False)
+    assert finished.code == 1, finished
+    assert reason_line(finished) == (
+        f"beacon: cannot start: the data directory {twistd.data} is not a directory; give"
+        " --data (or [server] data) a directory, or a path where one can be made"
+    )
+    assert twistd.data.read_text() == "a file\n"
+    assert "Traceback" not in finished.log
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_uid_switch_on_a_fresh_data_directory(tmp_path: Path) -> None:
+    """
+    As root, twistd --uid/--gid on a data directory that does not exist yet:
+    the directory and the operator socket belong to that user (who is served
+    on the socket), and SIGTERM removes the socket.
+    """
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    # A place the switched user may make its data directory in.
+    home = Path(tempfile.mkdtemp(prefix="beacon-uid-", dir="/tmp"))
+    try:
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        runner = Twistd(home)
+        runner.pidfile = tmp_path / "twistd.pid"
+        runner.logfile = tmp_path / "twistd.log"
+        try:
+            started = runner.run(
+                "--http",
+                "tcp:0:interface=127.0.0.1",
+                twistd_args=(f"--uid={nobody.pw_uid}", f"--gid={nobody.pw_gid}"),
+            )
+            assert started.code == 0, started
+            sock = runner.data / "operator.sock"
+            assert runner.data.stat().st_uid == nobody.pw_uid
+            assert (sock.lstat().st_uid, sock.lstat().st_mode & 0o777) == (nobody.pw_uid, 0o600)
+            served = subprocess.run(
+                ["/usr/bin/python3", "-I", "-c", CARD_OVER_SOCKET, str(sock)],
+                user=nobody.pw_uid,
+                group=nobody.pw_gid,
+                capture_output=True,
+                text=True,
+                timeout=EXIT_TIMEOUT,
+            )
+            assert served.stdout.startswith("HTTP/1.1 200 "), served
+            pid = int(runner.pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + EXIT_TIMEOUT
+            while runner.running() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert runner.running() == []
+            assert not sock.exists(), "the socket outlived the daemon"
+            assert "Traceback" not in runner.log()
+        finally:
+            runner.kill_all()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+#: GETs the card over a unix socket and prints the status line.
+CARD_OVER_SOCKET = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(sys.argv[1])
+s.sendall(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print(data.split(b"\r\n", 1)[0].decode())
+"""

@@ -37,6 +37,7 @@ to a 0600 discovery file once the port is bound, and removed on stop.
 from __future__ import annotations
 
 import errno
+from collections import Counter
 import hmac
 import json
 import os
@@ -51,7 +52,7 @@ from twisted.application.service import Service
 from twisted.internet import tcp, unix
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IListeningPort, ITransport
+from twisted.internet.interfaces import IListeningPort, IReactorTime, ITransport
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
@@ -62,12 +63,16 @@ from twisted.web.resource import IResource, Resource
 from beacon.interfaces import IBeaconReactor
 from beacon.bindings._edge import NotFound, RefusalShape, native_refusal, refusal_shape
 from beacon.errors import StartupError
+from beacon.throttle import LogThrottle
 from beacon.protocol import ERROR_INFO_TYPE, dumps
 
 log = Logger()
 
 #: The longest unix socket path the kernel accepts (sun_path, with its NUL).
 MAX_SOCKET_PATH = 107
+#: The most uids whose C{a2a.unix.denied} lines are throttled one by one;
+#: beyond, the others share one line a minute.
+MAX_DENIED_UIDS = 1000
 _PEERCRED = struct.Struct("3i")
 
 
@@ -113,12 +118,7 @@ class _PeerCheckedProtocol(ProtocolWrapper):
             self.denied = True
             self.transport = transport
             pid, uid = (credentials[0], credentials[1]) if credentials else (-1, -1)
-            log.warn(
-                "a2a.unix.denied: closed a connection from uid {uid} (pid {pid}) to {path}",
-                uid=uid,
-                pid=pid,
-                path=factory.path,
-            )
+            factory.denied(uid, pid)
             transport.loseConnection()
             return
         wrapped = factory.wrappedFactory.buildProtocol(self._addr)
@@ -160,6 +160,7 @@ class PeerCheckedFactory(WrappingFactory["_PeerCheckedProtocol"]):
         path: str,
         allowed_uids: frozenset[int] | None = None,
         credentials: Callable[[ITransport], tuple[int, int, int] | None] = peer_credentials,
+        clock: IReactorTime | None = None,
     ) -> None:
         """
         @param wrapped: The factory to protect (the operator's Site).
@@ -167,13 +168,64 @@ class PeerCheckedFactory(WrappingFactory["_PeerCheckedProtocol"]):
         @param allowed_uids: Who is served; the daemon's own uid and root
             by default.
         @param credentials: Reads a transport's peer credentials.
+        @param clock: Times how often a refused uid is logged (by default
+            the wrapped site's reactor; without one, every refusal is).
         """
         super().__init__(wrapped)
         self.path = path
-        self.allowed_uids = (
-            allowed_uids if allowed_uids is not None else frozenset({os.getuid(), 0})
-        )
+        self._allowed_uids = allowed_uids
         self.credentials = credentials
+        clock = clock if clock is not None else getattr(wrapped, "reactor", None)
+        self._denials = (
+            LogThrottle(clock, self._denied_since, max_kinds=MAX_DENIED_UIDS, overflow="other")
+            if clock is not None
+            else None
+        )
+
+    def denied(self, uid: int, pid: int) -> None:
+        """
+        A connection from C{uid} (process C{pid}) was closed unserved: log
+        it (C{a2a.unix.denied}), a uid's first at once, then at most one line
+        a minute per uid, counting those since.
+        """
+
+        def say() -> None:
+            log.warn(
+                "a2a.unix.denied: closed a connection from uid {uid} (pid {pid}) to {path}",
+                uid=uid,
+                pid=pid,
+                path=self.path,
+            )
+
+        if self._denials is None:
+            say()
+        else:
+            self._denials.note(str(uid), "", say)
+
+    def _denied_since(self, uid: str, held: Counter[str]) -> None:
+        log.warn(
+            "a2a.unix.denied: closed {count} more connections from uid {uid} to {path} since "
+            "the last line",
+            count=sum(held.values()),
+            uid=uid,
+            path=self.path,
+        )
+
+    def doStop(self) -> None:
+        """Stopped listening: log what the throttled lines have counted."""
+        super().doStop()
+        if self._denials is not None:
+            self._denials.stop()
+
+    @property
+    def allowed_uids(self) -> frozenset[int]:
+        """
+        Who is served: those given, or the daemon's own uid (as it is now:
+        after twistd's C{--uid}) and root.
+        """
+        if self._allowed_uids is not None:
+            return self._allowed_uids
+        return frozenset({os.getuid(), 0})
 
     def buildProtocol(self, addr: Any) -> _PeerCheckedProtocol:
         """
@@ -276,6 +328,12 @@ class OperatorSocket(Service):
     The operator's unix socket as a service: bound (safely) at start,
     removed at stop.
 
+    It is bound in L{startService}, never in L{privilegedStartService}: a
+    unix socket needs no privilege, and twistd switches to C{--uid} and
+    C{--gid} between the two, so the socket (and the data directory made
+    for it) belongs to the user Beacon runs as, who can remove it on stop,
+    and whom C{SO_PEERCRED} then admits.
+
     The socket is bound by Twisted's unix port, built for the path with mode
     0600, while the process's umask is 0177: it is born 0600 (and the
     port's chmod to 0600 changes nothing); the port listens only after
@@ -296,13 +354,13 @@ class OperatorSocket(Service):
         self._port: IListeningPort | None = None
         self._inode: tuple[int, int] | None = None
 
-    def privilegedStartService(self) -> None:
+    def startService(self) -> None:
         """
         Bind the socket.
 
         @raise beacon.errors.StartupError: It cannot be bound.
         """
-        super().privilegedStartService()
+        super().startService()
         if self._port is not None:
             return
 
@@ -349,11 +407,6 @@ class OperatorSocket(Service):
             raise
         self._inode = (info.st_dev, info.st_ino)
         return port
-
-    def startService(self) -> None:
-        """Bind, unless L{privilegedStartService} did."""
-        super().startService()
-        self.privilegedStartService()
 
     def stopService(self) -> Deferred[None]:
         """

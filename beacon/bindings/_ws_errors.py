@@ -207,8 +207,16 @@ UNSUPPORTED_VERSION = Refusal(
     headers=(("Sec-WebSocket-Version", str(VERSION)),),
 )
 ORIGIN_REFUSED = Refusal(403, "Connections from this origin are not allowed")
+#: Seconds a client refused for too many connections is asked to wait (as
+#: the HTTP listeners' own 503 asks).
+CONNECTIONS_RETRY_AFTER = 1
+
 TOO_MANY_CONNECTIONS = Refusal(
-    503, "Too many WebSocket connections are open; try again later", "TOO_MANY_CONNECTIONS"
+    503,
+    "Too many WebSocket connections are open; try again later",
+    "TOO_MANY_CONNECTIONS",
+    extra=(retry_info(CONNECTIONS_RETRY_AFTER),),
+    headers=(("Retry-After", str(CONNECTIONS_RETRY_AFTER)),),
 )
 
 

@@ -15,7 +15,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
-from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle
+from beacon.throttle import SUMMARY_INTERVAL, LogThrottle
 
 log = Logger()
 

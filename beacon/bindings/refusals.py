@@ -42,7 +42,7 @@ from collections import Counter
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from beacon.bindings._throttle import SUMMARY_INTERVAL, LogThrottle, Summarise
+from beacon.throttle import SUMMARY_INTERVAL, LogThrottle, Summarise
 
 log = Logger()
 
@@ -127,6 +127,26 @@ class Refusals(Counter[str]):
             source, "", lambda: log.info(said, source=source)
         )
 
+    def throttled(
+        self,
+        reason: str,
+        source: str,
+        clock: IReactorTime,
+        said: str,
+        summary: str,
+        **fields: object,
+    ) -> None:
+        """
+        Count a refusal of C{reason} from C{source}, and log it, throttled
+        per source as L{too_large} is: C{said} (with C{source} and
+        C{fields}) for a source's first, then at most one line an interval,
+        C{summary} (with C{count} and C{source}), for those since.
+        """
+        self[reason] += 1
+        self._throttle(said, clock, _summary(summary)).note(
+            source, "", lambda: log.info(said, source=source, **fields)
+        )
+
     def _throttle(self, event: str, clock: IReactorTime, summarise: Summarise) -> LogThrottle:
         throttles = self._throttles
         if throttles is None:
@@ -170,7 +190,9 @@ UNAUTHENTICATED = {
 }
 
 
-def _unauthenticated_summary(said: str) -> Summarise:
+def _summary(said: str) -> Summarise:
+    """What logs C{said}, a summary line, with its source's count."""
+
     def summarise(source: str, held: Counter[str]) -> None:
         log.info(said, count=sum(held.values()), source=source or "other sources")
 
@@ -179,8 +201,7 @@ def _unauthenticated_summary(said: str) -> Summarise:
 
 #: Per door: its first line, and the function that logs its summary.
 _UNAUTHENTICATED_LINES = {
-    door: (said, _unauthenticated_summary(summary))
-    for door, (said, summary) in UNAUTHENTICATED.items()
+    door: (said, _summary(summary)) for door, (said, summary) in UNAUTHENTICATED.items()
 }
 
 

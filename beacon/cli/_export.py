@@ -44,8 +44,11 @@ CSV_COLUMNS = (
 )
 
 _DECISIONS = {STATE_COMPLETED: "accept", STATE_REJECTED: "reject"}
-# A cell starting with one of these runs as a formula in common spreadsheets.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A cell whose first character other than white space is one of these runs
+# as a formula in common spreadsheets (some imports trim leading white
+# space); so does one that starts with a tab or a carriage return.
+_FORMULA_STARTS = ("=", "+", "-", "@")
+_CONTROL_STARTS = ("\t", "\r")
 
 
 def record_of(task: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +102,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if text.startswith(_FORMULA_STARTS):
+    if text.startswith(_CONTROL_STARTS) or text.lstrip().startswith(_FORMULA_STARTS):
         # Shown as text, not run: the content is a stranger's.
         return "'" + text
     return text
@@ -110,9 +113,9 @@ class CSVWriter:
     RFC 4180 CSV with a header row: L{CSV_COLUMNS}. A structured
     submission's fields fill C{from_*}, C{subject} and C{body}, and the
     whole message is in C{message} as JSON; a text submission fills
-    C{text}. A cell starting with C{=}, C{+}, C{-}, C{@}, a tab or a
-    carriage return is written with a leading C{'} (JSON Lines keep every
-    value as it is).
+    C{text}. A cell whose first character other than white space is C{=},
+    C{+}, C{-} or C{@}, or that starts with a tab or a carriage return, is
+    written with a leading C{'} (JSON Lines keep every value as it is).
     """
 
     def __init__(self, out: IO[str]) -> None:

@@ -9,11 +9,16 @@ Every request crosses the guards first, in this order:
      name to 127.0.0.1 gets 403.
   2. A request that is not C{GET} or C{HEAD} must be a C{POST} carrying
      C{Origin: http://<its Host>}: another page's form or fetch gets 403.
-  3. Except for C{POST /csp-report}: C{GET /?token=T} with an unspent
-     token makes a session (303 to C{/} with its cookie), and every other
-     request needs a session's cookie (401 otherwise).
+  3. C{GET /?token=T} with an unspent token makes a session (303 to C{/}
+     with its cookie), and every other request needs a session's cookie
+     (401 otherwise): the page's own CSP reports too (a browser sends them
+     with the page's Origin and cookie), so no other page can write the
+     console's log.
 
-Every answer, whatever it is, carries L{SECURITY_HEADERS}.
+Every answer, whatever it is, carries L{SECURITY_HEADERS}. A refusal is
+logged (C{console.refused}) the first time of its reason, then at most
+once a minute, counting those since: a page that floods the port cannot
+drown the console's events.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from beacon.client import (
 from beacon.console._events import EventRelay, EventStream
 from beacon.protocol import STATE_SUBMITTED, JSONParseError, loads
 from beacon.text import inert_text
+from beacon.throttle import LogThrottle
 
 log = Logger()
 
@@ -284,6 +290,8 @@ class Console:
         self._spent: set[str] = set()
         self._sessions: set[str] = set()
         self.events = EventRelay(client.follow, clock, client.address)
+        #: How often a refusal of each reason is logged.
+        self.refusals = LogThrottle(clock, _refusals_summary)
         self.resource = _Root(self)
 
     def listening(self, address: IAddress) -> str:
@@ -318,6 +326,7 @@ class Console:
     def close(self) -> None:
         """End the event streams and the feed (the console is stopping)."""
         self.events.close()
+        self.refusals.stop()
 
     # Sessions.
 
@@ -352,6 +361,14 @@ class Console:
             if hmac.compare_digest(session.encode(), cookie):
                 found = True
         return found
+
+
+def _refusals_summary(reason: str, held: Any) -> None:
+    log.info(
+        "console.refused: refused {count} more requests ({reason}) since the last line",
+        count=sum(held.values()),
+        reason=reason,
+    )
 
 
 def _query(request: server.Request) -> dict[str, str]:
@@ -404,11 +421,16 @@ class _Root(Resource):
     # The guards.
 
     def _refused(self, request: server.Request, reason: str) -> None:
-        log.info(
-            "console.refused: refused {method} {path}: {reason}",
-            method=inert_text(request.method.decode("latin-1")),
-            path=_logged_path(request),
-            reason=reason,
+        """Log a refusal: the first of its reason at once, then a count a minute."""
+        self.console.refusals.note(
+            reason,
+            "",
+            lambda: log.info(
+                "console.refused: refused {method} {path}: {reason}",
+                method=inert_text(request.method.decode("latin-1")),
+                path=_logged_path(request),
+                reason=reason,
+            ),
         )
 
     def _guard(self, request: server.Request) -> bytes | None:
@@ -425,14 +447,11 @@ class _Root(Resource):
                 return _refuse(
                     request, 403, b"only GET, HEAD and POST\n", b"text/plain; charset=utf-8"
                 )
-            # A browser's CSP report carries no Origin: its route is exempt.
-            if origins != [b"http://" + host] and request.path != b"/csp-report":
+            if origins != [b"http://" + host]:
                 self._refused(request, "bad_origin")
                 return _refuse(
                     request, 403, b"cross-origin request refused\n", b"text/plain; charset=utf-8"
                 )
-        if request.path == b"/csp-report":
-            return None
         if request.path == b"/" and b"token" in (request.args or {}):
             return self._sign_in(request)
         if not self.console.has_session(request.getCookie(COOKIE)):
