@@ -3,8 +3,8 @@
 Fair turns: what one flooding connection leaves to everyone else, measured
 on a real `twistd -n beacon` over loopback.
 
-    .venv/bin/python bench/fairness.py                  # every flood kind, ~4 min
-    .venv/bin/python bench/fairness.py ws-429 http-card --seconds 2
+    .venv/bin/python bench/fairness.py                  # everything, ~15 min
+    .venv/bin/python bench/fairness.py ws-429 http-card --seconds 2 --rounds 1
     .venv/bin/python bench/fairness.py --out bench/results/DATE-fairness.md
 
 For each flood kind a fresh Beacon (a temporary data directory, a config
@@ -15,9 +15,9 @@ connection from 127.0.0.2 floods (a process of this script, started half a
 second before the cell and stopped after it), alone again. The figures are
 the victim's req/s during the flood over the mean of the two cells around
 it (its share, goal at least 0.5) and its p99 during the flood minus the
-mean p99 around it (goal under 5 ms), each the median of --rounds rounds; the flood's own answers per second
-are shown beside them, and, first, its answers per second alone (no victim):
-what one pipelining client gets, the cost of the bound on its turns.
+mean p99 around it (goal under 5 ms), each the median of --rounds rounds;
+the flood's own answers per second are shown beside them, and, first, its
+answers per second alone (no victim): what one pipelining client gets.
 
 Flood kinds (one connection each, unpaced, reading every answer):
   ws-429        WebSocket text frames (a small SendMessage) over the source's
@@ -29,7 +29,7 @@ Flood kinds (one connection each, unpaced, reading every answer):
                 each answered -31413
   ws-4m         WebSocket frames of 4 MiB (rate off): each answered -31413
 
-And the gRPC door (--grpc, or the kind grpc-stall): one source opens 16,
+And the gRPC door (the kind grpc-stall): one source opens 16,
 64 and then 256 SendMessage calls on one HTTP/2 connection whose request
 message never comes, without a credential (Beacon has [auth]) and then
 with one, while another source (a trusted proxy's X-Forwarded-For) makes

@@ -18,10 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
-from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
-from twisted.python.failure import Failure
 
 import beacon.bindings._ws_protocol as ws
 from beacon.bindings._ws_errors import ID_PREFIX, prefix_id
@@ -43,6 +41,7 @@ from websocket_support import (  # noqa: F401 (fixtures)
     frame,
     frame_path,
     get,
+    opened_on,
     pytest_generate_tests,
     send_message,
     upgrade_request,
@@ -418,14 +417,9 @@ class UnreadTransport(StringTransport):
 
 
 def _stalled_connection(server: Server) -> tuple[WebSocketA2AProtocol, UnreadTransport]:
-    protocol = server.factory.buildProtocol(IPv4Address("TCP", "192.0.2.9", 40000))
-    assert isinstance(protocol, WebSocketA2AProtocol)
     transport = UnreadTransport()
-    protocol.makeConnection(transport)
-    server.closing.append(lambda: protocol.connectionLost(Failure(ConnectionDone())))
-    protocol.dataReceived(upgrade_request("/", VERSION))
-    assert transport.value().startswith(b"HTTP/1.1 101")
-    transport.clear()
+    protocol = opened_on(server, transport)
+    assert isinstance(protocol, WebSocketA2AProtocol)
     return protocol, transport
 
 

@@ -12,38 +12,31 @@ from __future__ import annotations
 
 import json
 
+from typing import Any
+
 from twisted.internet.address import IPv4Address
-from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
-from twisted.python.failure import Failure
 
 from beacon.bindings.limits import TURN_BYTES, TURN_MESSAGES
 from beacon.bindings.websocket import WebSocketOptions
 from turns import TurnClock, due, run_turns
 from websocket_support import (  # noqa: F401 (fixtures)
-    VERSION,
     Server,
     close_servers,
     frame,
     frame_path,
+    opened_on,
     pytest_generate_tests,
-    upgrade_request,
 )
 
 
-def opened(server: Server, peer: str = "192.0.2.9") -> tuple[object, StringTransport]:
+def opened(server: Server, peer: str = "192.0.2.9") -> tuple[Any, StringTransport]:
     """An upgraded connection of the binding's own listener, on a StringTransport."""
-    protocol = server.factory.buildProtocol(IPv4Address("TCP", peer, 40000))
     transport = StringTransport(
         hostAddress=IPv4Address("TCP", "127.0.0.1", 8080),
         peerAddress=IPv4Address("TCP", peer, 40000),
     )
-    protocol.makeConnection(transport)
-    server.closing.append(lambda: protocol.connectionLost(Failure(ConnectionDone())))
-    protocol.dataReceived(upgrade_request("/", VERSION))
-    assert transport.value().startswith(b"HTTP/1.1 101")
-    transport.clear()
-    return protocol, transport
+    return opened_on(server, transport, peer), transport
 
 
 def answered(transport: StringTransport) -> int:

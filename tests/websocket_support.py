@@ -27,6 +27,7 @@ import pytest
 from treq.testing import StubTreq
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
@@ -352,6 +353,20 @@ class Server:
 
 
 #: The servers made during the test that runs now.
+def opened_on(server: Server, transport: Any, peer: str = "192.0.2.9") -> Any:
+    """
+    A connection of the binding's own listener from C{peer}, over
+    C{transport} (a StringTransport), upgraded; closed when the test ends.
+    """
+    protocol = server.factory.buildProtocol(IPv4Address("TCP", peer, 40000))
+    protocol.makeConnection(transport)
+    server.closing.append(lambda: protocol.connectionLost(Failure(ConnectionDone())))
+    protocol.dataReceived(upgrade_request("/", VERSION))
+    assert transport.value().startswith(b"HTTP/1.1 101")
+    transport.clear()
+    return protocol
+
+
 SERVERS: list[Server] = []
 
 

@@ -31,7 +31,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 #: HTTP requests one connection may begin in one turn of the reactor
 #: before it yields.
-TURN_REQUESTS = 4
+TURN_REQUESTS = 3
 
 #: Bytes of WebSocket frames one connection may give to the frame parser
 #: in one turn of the reactor before it yields...
@@ -40,7 +40,7 @@ TURN_BYTES = 16384
 #: ... and whole WebSocket messages (each counts TURN_BYTES / TURN_MESSAGES
 #: beside its bytes). A message costs more than an HTTP request to refuse
 #: (its id is read from its first bytes), so fewer fit in a turn.
-TURN_MESSAGES = 3
+TURN_MESSAGES = 2
 
 #: Seconds without another connection's read before a connection's turns
 #: grow.
