@@ -68,10 +68,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from peers.process import BeaconLauncher  # noqa: E402
+from ws_abuse import masked  # noqa: E402 (a client frame, masked)
 
 CARD_PATH = "/.well-known/agent-card.json"
 ATTACKER = "127.0.0.2"
-MASK = b"\x11\x22\x33\x44"
 SEND = (
     b'{"jsonrpc":"2.0","id":"f","method":"SendMessage","params":{"message":'
     b'{"messageId":"m","role":"ROLE_USER","parts":[{"text":"flood"}]}}}'
@@ -86,22 +86,6 @@ KINDS: dict[str, tuple[str, float, bool]] = {
     "ws-64k": ("WebSocket 65,537-byte frames", 0.0, True),
     "ws-4m": ("WebSocket 4 MiB frames", 0.0, True),
 }
-
-
-def masked(payload: bytes, opcode: int = 1) -> bytes:
-    """A client frame (RFC 6455 5.2): final, masked with MASK."""
-    size = len(payload)
-    if size < 126:
-        head = bytes((0x80 | opcode, 0x80 | size))
-    elif size < 1 << 16:
-        head = bytes((0x80 | opcode, 0x80 | 126)) + struct.pack("!H", size)
-    else:
-        head = bytes((0x80 | opcode, 0x80 | 127)) + struct.pack("!Q", size)
-    key = (MASK * (size // 4 + 1))[:size]
-    body = (int.from_bytes(payload, "little") ^ int.from_bytes(key, "little")).to_bytes(
-        size, "little"
-    )
-    return head + MASK + body
 
 
 def flood_bytes(kind: str) -> bytes:

@@ -20,7 +20,8 @@ rest-send and rest-get (SendMessage and GetTask over the HTTP+JSON binding:
 POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}); and two refusals,
 what a flooding source costs Beacon: limited (SendMessage from a source over
 `[limits] rate = 1, burst = 1`: 429, but for the one request in 3,000 the
-rate lets through at the clock's pace, answered 200 and counted) and
+rate lets through at the clock's pace, answered 200 and counted; ws-limited,
+the same as WebSocket frames: -31429) and
 too-large (a POST declaring and
 sending max_body + 1 bytes: 413; like any request longer than 64 KiB, it
 arrives in reads of 64 KiB, as a TCP transport delivers it, so that dropping
@@ -141,13 +142,15 @@ def measure(workload: str, count: int) -> float:
     clock = TurnClock()
     clock.advance(1_800_000_000)
     globalLogBeginner.beginLoggingTo([text_file_observer(devnull, clock)], redirectStandardIO=False)
-    limits = {"rate": 1, "burst": 1} if workload == "limited" else {"rate": 0}
+    limited = workload in ("limited", "ws-limited")
+    websocket = workload in ("ws", "ws-limited")
+    limits = {"rate": 1, "burst": 1} if limited else {"rate": 0}
     config = build_config({"limits": limits})
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
     def connect() -> tuple[Any, StringTransport]:
-        if workload == "ws":
+        if websocket:
             channel = resources.websocket.buildProtocol(PEER)
         else:
             channel = site.buildProtocol(PEER)
@@ -156,7 +159,7 @@ def measure(workload: str, count: int) -> float:
         return channel, transport
 
     channel, transport = connect()
-    if workload == "ws":
+    if websocket:
         channel.dataReceived(
             b"GET /a2a/ws HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUpgrade: websocket\r\n"
             b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
@@ -189,7 +192,7 @@ def measure(workload: str, count: int) -> float:
         return split[data]
 
     def request(n: int) -> bytes:
-        if workload == "ws":
+        if websocket:
             return frame(send_body(n))
         if workload == "send":
             return post(send_body(n))
@@ -233,7 +236,10 @@ def measure(workload: str, count: int) -> float:
             channel.dataReceived(chunk)
         clock.advance(STEP)
         answer = transport.value()
-        if workload == "ws":
+        if workload == "ws-limited":
+            if b"-31429" not in answer and b"TASK_STATE_SUBMITTED" not in answer:
+                raise SystemExit(f"unexpected answer: {answer[:200]!r}")
+        elif workload == "ws":
             if b"TASK_STATE_SUBMITTED" not in answer:
                 raise SystemExit(f"unexpected answer: {answer[:200]!r}")
         elif not answer.startswith(expected):
@@ -270,7 +276,10 @@ def callgrind(workload: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=("send", "get", "card", "ws", "rest-send", "rest-get", "limited", "too-large"))
+    parser.add_argument(
+        "workload",
+        choices=("send", "get", "card", "ws", "rest-send", "rest-get", "limited", "ws-limited", "too-large"),
+    )
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
     args = parser.parse_args()

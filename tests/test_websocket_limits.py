@@ -219,6 +219,45 @@ def test_prefix_id(prefix: bytes, expected: Any) -> None:
     assert prefix_id(prefix) == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    request_id=st.one_of(st.none(), st.integers(-(2**53), 2**53), st.text(max_size=128)),
+    retry_after=st.floats(0, 3600),
+)
+def test_the_rate_answer_is_the_error_encoded(request_id: Any, retry_after: float) -> None:
+    """The -31429 answer made from its parts is, to the byte, the encoded JSON-RPC error."""
+    from beacon.bindings._ws_errors import rate_answer, rate_error
+    from beacon.protocol import dumps, failure
+
+    assert rate_answer(request_id, retry_after) == dumps(failure(request_id, rate_error(retry_after)))
+
+
+_IDS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(allow_nan=False),
+    st.text(max_size=140), st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    members=st.permutations(["jsonrpc", "id", "method"]),
+    request_id=_IDS,
+    spaces=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]),
+    ascii_only=st.booleans(),
+    cut=st.integers(0, 300),
+)
+def test_prefix_id_reads_plain_prefixes_as_member_by_member(
+    members: list[str], request_id: Any, spaces: tuple[str, str], ascii_only: bool, cut: int
+) -> None:
+    """The quick reading of the commonest prefixes gives what reading them member by member gives."""
+    from beacon.bindings._ws_errors import _read_id
+
+    body = {name: {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage"}[name] for name in members}
+    data = json.dumps(body, separators=spaces, ensure_ascii=ascii_only).encode("utf-8")
+    for prefix in (data, data[:cut], b" \r\n" + data):
+        assert prefix_id(prefix) == _read_id(prefix[:ID_PREFIX]), prefix
+
+
 # Item 2: connections are capped and timed out by default.
 
 

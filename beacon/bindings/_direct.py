@@ -387,7 +387,9 @@ class DirectChannel(Protocol):
         if self.http is None and not self._closing:
             if self._current is None and not turns.paused:
                 self._time_arrival()
-            self._set_reading()
+            if turns.paused or self._reading_paused:
+                # Yielded (reading stops), or reading may go on again.
+                self._set_reading()
 
     def _next_turn(self) -> None:
         """A later turn of the reactor, after this connection yielded: go on."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar, Iterable
 
 from beacon.bindings._edge import BEACON_DOMAIN, reason_phrase
@@ -25,6 +27,7 @@ from beacon.protocol import (
     JSONParseError,
     RequestId,
     dumps,
+    failure,
 )
 
 #: The ErrorInfo domain of the binding's own refusals (the WebSocket binding §6).
@@ -125,13 +128,33 @@ def retry_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-def rate_error(admission: Admission) -> RateLimitedError:
-    """A frame over the source's rate: -31429 with when to retry."""
+def rate_error(retry_after: float | Admission) -> RateLimitedError:
+    """A frame over the source's rate: -31429 with when to retry (seconds, or the admission's)."""
+    if isinstance(retry_after, Admission):
+        retry_after = retry_after.retry_after
     return RateLimitedError(
-        f"Too many requests from this source; retry after "
-        f"{retry_seconds(admission.retry_after)} s",
-        extra=[retry_info(admission.retry_after)],
+        f"Too many requests from this source; retry after {retry_seconds(retry_after)} s",
+        extra=[retry_info(retry_after)],
     )
+
+
+def rate_answer(request_id: RequestId, retry_after: float) -> bytes:
+    """
+    The encoded answer (C{dumps(failure(request_id, rate_error(...)))}, to
+    the byte) to request C{request_id} of a source over its rate, which may
+    retry after C{retry_after} seconds: a flood's commonest answer, made
+    once per number of seconds, the id's JSON put in.
+    """
+    head, tail = _rate_answer_around(retry_seconds(retry_after))
+    return head + dumps(request_id) + tail
+
+
+@lru_cache(maxsize=64)
+def _rate_answer_around(seconds: int) -> tuple[bytes, bytes]:
+    """The -31429 answer asking to wait C{seconds}, before and after its request id."""
+    whole = dumps(failure(None, rate_error(seconds)))
+    at = whole.index(b'"id":null') + len(b'"id":')
+    return whole[:at], whole[at + len(b"null") :]
 
 
 def binary_error() -> JSONParseError:
@@ -238,6 +261,16 @@ _ID_READER = json.JSONDecoder(parse_constant=lambda name: None)
 _SPACE = " \t\r\n"
 
 
+#: The commonest prefixes, read at once: C{"id"} first, or right after
+#: C{"jsonrpc":"2.0"}, a string without escapes or an integer, then a comma
+#: or the end of the object. Anything else is read member by member.
+_PLAIN_ID = re.compile(
+    rb'[ \t\r\n]*\{[ \t\r\n]*(?:"jsonrpc"[ \t\r\n]*:[ \t\r\n]*"2\.0"[ \t\r\n]*,[ \t\r\n]*)?'
+    rb'"id"[ \t\r\n]*:[ \t\r\n]*(?:"([^"\\\x00-\x1f]{0,%d})"|(-?(?:0|[1-9][0-9]{0,15})))'
+    rb"[ \t\r\n]*[,}]" % MAX_REQUEST_ID_LENGTH
+)
+
+
 def prefix_id(prefix: bytes) -> RequestId:
     """
     The request id of a frame refused without parsing it, read from
@@ -247,6 +280,20 @@ def prefix_id(prefix: bytes) -> RequestId:
     within 2**53); otherwise null.
     """
     prefix = prefix[:ID_PREFIX]
+    plain = _PLAIN_ID.match(prefix)
+    if plain is not None:
+        text, number = plain.groups()
+        if number is not None:
+            return _echoable(int(number))
+        try:
+            return text.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # Read member by member, as any other.
+    return _read_id(prefix)
+
+
+def _read_id(prefix: bytes) -> RequestId:
+    """L{prefix_id}, member by member."""
     try:
         text = prefix.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -316,6 +363,7 @@ __all__ = [
     "UnauthenticatedError",
     "binary_error",
     "prefix_id",
+    "rate_answer",
     "rate_error",
     "rate_refusal",
     "retry_info",

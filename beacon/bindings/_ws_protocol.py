@@ -28,6 +28,7 @@ from beacon.bindings._ws_errors import (
     binary_error,
     prefix_id,
     rate_error,
+    rate_answer,
 )
 from beacon.bindings._ws_frames import (
     AutobahnFrames,
@@ -493,13 +494,25 @@ class WebSocketA2AProtocol(UpgradeProtocol):
             return  # Beacon is closing it: nothing more is run.
         self._touch()
         payload = message.payload
-        error = self._check(self._admit(), message.binary, payload is None)
+        admission = self._admit()
+        if not admission.admitted:
+            # A flood's commonest refusal, from an answer made once per wait.
+            self.factory.limits.refusals["rate_limited"] += 1
+            self.send_data(rate_answer(self._refused_id(message), admission.retry_after))
+            return
+        error = self._check(admission, message.binary, payload is None)
         if error is not None:
-            first = message.prefix if payload is None else payload[:ID_PREFIX]
-            self._refuse(None if message.binary or first is None else prefix_id(first), error)
+            self._refuse(self._refused_id(message), error)
             return
         assert payload is not None
         self._request(payload)
+
+    @staticmethod
+    def _refused_id(message: Message) -> RequestId:
+        """The id of a message refused unparsed, read from its first bytes (null for binary)."""
+        payload = message.payload
+        first = message.prefix if payload is None else payload[:ID_PREFIX]
+        return None if message.binary or first is None else prefix_id(first)
 
     def _check(self, admission: Admission, binary: bool, too_large: bool) -> A2AError | None:
         """
@@ -602,9 +615,12 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         A stream with more than C{stream_queue} held frames is ended as
         lagged.
         """
+        self.send_data(dumps(response), sink)
+
+    def send_data(self, data: bytes, sink: FrameSink | None = None) -> None:
+        """L{send_frame}, of a response already encoded."""
         if not self._opened or self._closing:
             return
-        data = dumps(response)
         if not self._paused and not self._pending:
             self._frames.write_text(self, data)
             return
