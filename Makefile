@@ -45,6 +45,15 @@ test: $(TEST_STAMP) postgres systemd-analyze chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)
 
+# The two passes of `make test`, RUNS times over (default 20), each pass's
+# output kept in .test-loop/, and at the end the failures counted by test id
+# (tools/test-loop --help): a test that fails by chance shows here.
+RUNS ?= 20
+.PHONY: test-loop
+test-loop: $(TEST_STAMP) postgres systemd-analyze chromium
+	$(BIN)/python tools/test-loop --runs $(RUNS) --pass '$(PYTEST_ARGS)' \
+		--pass '--http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)'
+
 # The store suite also runs on PostgreSQL (127.0.0.1:5432, user postgres):
 # start the local cluster if it is installed but stopped. Without one the
 # PostgreSQL tests are skipped, or fail when CI=true.
