@@ -39,7 +39,7 @@ run: $(STAMP)
 # Beacon's HTTP paths are held to the same tests.
 TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_rest.py tests/test_native.py \
 	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
-	tests/test_websocket*.py
+	$(wildcard tests/test_websocket*.py)
 
 test: $(TEST_STAMP) postgres systemd-analyze chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

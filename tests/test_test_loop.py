@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,22 @@ def test_every_run_green_exits_0(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 runs, 0 with a failure." in done.stdout
     assert "| test |" not in done.stdout
+
+
+def test_make_test_loop_names_files_that_exist() -> None:
+    """
+    The passes ``make test-loop`` gives are quoted for the tool, so no shell
+    expands them: every path in them must already be a file.
+    """
+    done = subprocess.run(
+        ["make", "-n", "test-loop", "RUNS=1"], capture_output=True, text=True,
+        cwd=ROOT, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    command = done.stdout.replace("\\\n", " ").splitlines()[-1]
+    words = shlex.split(command)
+    passes = [shlex.split(words[i + 1]) for i, w in enumerate(words) if w == "--pass"]
+    assert len(passes) == 2
+    paths = [a for a in passes[1] if a.startswith("tests/")]
+    assert "tests/test_websocket_turns.py" in paths
+    assert all((ROOT / p).is_file() for p in paths), paths
