@@ -47,7 +47,7 @@ from beacon.store import (
     search_words,
     upgrade,
 )
-from beacon.store import _sqlite
+from beacon.store import _sqlite, _sqlite_schema
 from beacon.store._sql import PageRequest
 from beacon.testing import MemoryStore
 
@@ -401,7 +401,7 @@ def test_sqlite_queries_page_like_the_model(case: Case) -> None:
             # The purge indexes the rows first, as it must.
             store._purge_rows(connection, T0 + case.purge_before, T0 + 100)
         # What a search's catch-up does before it reads.
-        _sqlite._index_pending(connection, None)
+        _sqlite_schema.index_pending(connection, None)
         connection.execute("COMMIT")
 
         def read_page(after: tuple[int, int] | None) -> TaskPage:

@@ -87,7 +87,7 @@ _T = TypeVar("_T")
 class _Decision(NamedTuple):
     """
     A review decision waiting for the writer, in the order of the backends'
-    C{_INSERT_DECISION} parameters.
+    statements that insert one (SQLite's and PostgreSQL's).
     """
 
     receipt_id: str
