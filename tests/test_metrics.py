@@ -342,7 +342,7 @@ def test_the_public_site_and_its_limits_share_one_count() -> None:
 def test_pending_without_batch_reports_is_counted_by_the_store() -> None:
     """Over a store that reports no batches (MemoryStore), the pending gauge is the store's count, read every interval on the clock; no batch metrics are made up."""
     from beacon.store import STATE_COMPLETED
-    from test_store import submission
+    from store_support import submission
 
     clock = Clock()
     store = MemoryStore()
@@ -425,7 +425,7 @@ def test_notifier_failures() -> None:
 
 def test_batch_reports_make_the_store_metrics() -> None:
     """Batch reports: submissions by door and kind (an unknown door or kind is 'other', never its value), decisions by outcome, sizes, commit times, failed batches, and the pending gauge moved by each."""
-    from test_store import submission
+    from store_support import submission
 
     clock = Clock()
     monitoring, _ = _monitored(MemoryStore(), clock)
@@ -461,7 +461,7 @@ def test_batch_reports_make_the_store_metrics() -> None:
 @pytest_twisted.ensureDeferred
 async def test_sqlite_reports_batches_and_counts_undecided(tmp_path: Any) -> None:
     """A SQLite store reports each batch (stored submissions, each decision's outcome, a failed batch) before answering its writes, and counts its undecided submissions."""
-    from test_store import submission
+    from store_support import submission
 
     store = SQLiteStore(str(tmp_path / "b.sqlite3"), reactor)
     store.startService()
@@ -493,7 +493,7 @@ async def test_sqlite_reports_batches_and_counts_undecided(tmp_path: Any) -> Non
 @pytest_twisted.ensureDeferred
 async def test_a_failed_batch_is_reported(tmp_path: Any, logged_events: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch that fails is reported as not committed, its decisions failed."""
-    from test_store import submission
+    from store_support import submission
 
     store = SQLiteStore(str(tmp_path / "b.sqlite3"), reactor)
     store.startService()
@@ -518,7 +518,7 @@ async def test_a_failed_batch_is_reported(tmp_path: Any, logged_events: Any, mon
 async def test_postgresql_counts_undecided(request: pytest.FixtureRequest) -> None:
     """PostgreSQL counts its undecided submissions and reports its batches as SQLite does."""
     from beacon.store import PostgreSQLStore
-    from test_store import submission
+    from store_support import submission
     from peers.postgres import run_database
 
     _, url = run_database(request.config).fresh_schema()

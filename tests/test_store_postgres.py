@@ -37,7 +37,7 @@ from peers.postgres import (  # noqa: F401 (fixtures)
     postgresql,
     wait_until_ready,
 )
-from test_store import (
+from store_support import (
     DECIDED_AT,
     T0,
     Heard,
