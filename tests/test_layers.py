@@ -167,3 +167,39 @@ def test_the_reactor_interface_is_checked_at_the_edge() -> None:
     assert {i.getName() for i in IBeaconReactor.getBases()} >= {"IReactorTCP", "IReactorTime"}
     with pytest.raises(TypeError, match="IReactorFromThreads"):
         beacon_reactor(MemoryReactorClock())
+
+
+#: The most lines a module of Beacon, and a test file, may have: a room
+#: that grows past it is split along a seam before it crosses the line.
+MAX_MODULE_LINES = 1000
+MAX_TEST_FILE_LINES = 1500
+
+
+def _longer_than(paths: list[Path], limit: int) -> list[str]:
+    return [
+        f"{path} ({count} lines)"
+        for path in paths
+        if (count := len(path.read_text().splitlines())) > limit
+    ]
+
+
+def test_no_module_over_the_size_line() -> None:
+    """No module in beacon/ is over 1,000 lines."""
+    modules = sorted(ROOT.rglob("*.py"))
+    assert len(modules) > 50
+    assert _longer_than(modules, MAX_MODULE_LINES) == []
+
+
+def test_no_test_file_over_the_size_line() -> None:
+    """No file of the test suite (tests/, with its helpers and peers) is over 1,500 lines."""
+    tests = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    assert len(tests) > 50
+    assert _longer_than(tests, MAX_TEST_FILE_LINES) == []
+
+
+def test_the_size_line_finds_a_long_file(tmp_path: Path) -> None:
+    """A file one line over the limit is named, one at the limit is not."""
+    at, over = tmp_path / "at.py", tmp_path / "over.py"
+    at.write_text("x = 1\n" * MAX_MODULE_LINES)
+    over.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert _longer_than([at, over], MAX_MODULE_LINES) == [f"{over} ({MAX_MODULE_LINES + 1} lines)"]
