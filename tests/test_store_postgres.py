@@ -6,14 +6,14 @@ migrated under an advisory lock, migration 2 over a version 1 schema with
 data, indexes the queries can use), group commit, a purge's VACUUM, several
 instances on one database (global seq, one decision wins, each submission
 claimed once for notification, live events across instances exactly once,
-catch-up after a lost listening connection), broken connections replaced, a restart
-of the server, no password in any log line, and the store URLs
+catch-up after a lost listening connection), broken connections replaced, a
+restart of the server (a cluster of the test's own), no password in any log line, and the store URLs
 (C{beacon.store._url}) and operator migrations (C{beacon.store._migrate}).
 
 Each test gets a fresh schema of this run's database (see
 C{peers.postgres}); everything blocking (a raw connection, a thread
-starting a migration, pg_ctlcluster) is short or runs off the reactor
-thread, and every wait is bounded.
+starting a migration, stopping and starting a server) is short or runs off
+the reactor thread, and every wait is bounded.
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ import psycopg
 import pytest
 import pytest_twisted
 from peers.postgres import (  # noqa: F401 (fixtures)
+    PrivateCluster,
     RunDatabase,
-    local_cluster,
-    pg_ctlcluster,
     pg_schema,
     pg_url,
     postgresql,
-    wait_until_ready,
+    private_cluster,
 )
 from store_support import (
     DECIDED_AT,
@@ -951,30 +950,26 @@ async def test_listen_catches_up_after_reconnecting(
     assert reconnected["count"] == 3
 
 
-restartable = pytest.mark.skipif(
-    local_cluster() is None,
-    reason="no local PostgreSQL cluster this process may restart",
-)
-
-
-@restartable
 @pytest_twisted.ensureDeferred
 async def test_server_restart(
-    stores: Any, postgresql: RunDatabase, logged_events: Any
+    stores: Any, private_cluster: PrivateCluster, logged_events: Any
 ) -> None:
     """
     PostgreSQL stopped and started again under a running store: every
     acknowledged submission survives; writes and reads while it is down
     fail with StoreError (no receipt); afterwards writes succeed and the
     listening connection recovers, delivering every commit exactly once.
+
+    The server is a cluster of this test's own, so that stopping it ends
+    no other test run's connections.
     """
-    store = stores()
+    store = stores(private_cluster.url)
     heard = Heard(store)
     before = [submission(n) for n in range(5)]
     await gatherResults([store.append(s) for s in before])
     await heard.count(5)
     try:
-        await deferToThread(pg_ctlcluster, "stop")
+        await deferToThread(private_cluster.stop)
         with pytest.raises(StoreError):
             await store.append(submission(5))
         with pytest.raises(StoreError):
@@ -982,8 +977,7 @@ async def test_server_restart(
         with pytest.raises(StoreError):
             await store.decide(before[0].id, STATE_COMPLETED, DECIDED_AT, None)
     finally:
-        await deferToThread(pg_ctlcluster, "start")
-        await deferToThread(wait_until_ready)
+        await deferToThread(private_cluster.start)
     after = submission(6)
     # The server may still be finishing its start-up: try again, bounded by
     # time (a count of attempts would be a bound on speed).

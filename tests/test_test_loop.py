@@ -110,12 +110,17 @@ def test_make_test_loop_names_files_that_exist() -> None:
     The passes ``make test-loop`` gives are quoted for the tool, so no shell
     expands them: every path in them must already be a file.
     """
+    # Run under make itself (make test), a make prints where it enters and
+    # leaves: read the one line that runs the tool.
     done = subprocess.run(
-        ["make", "-n", "test-loop", "RUNS=1"], capture_output=True, text=True,
-        cwd=ROOT, timeout=60,
+        ["make", "--no-print-directory", "-n", "test-loop", "RUNS=1"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    command = done.stdout.replace("\\\n", " ").splitlines()[-1]
+    (command,) = [
+        line for line in done.stdout.replace("\\\n", " ").splitlines()
+        if "tools/test-loop" in line
+    ]
     words = shlex.split(command)
     passes = [shlex.split(words[i + 1]) for i, w in enumerate(words) if w == "--pass"]
     assert len(passes) == 2

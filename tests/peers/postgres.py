@@ -21,6 +21,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -192,51 +193,165 @@ def pg_url(pg_schema: tuple[str, str]) -> str:
     return pg_schema[1]
 
 
-# Stopping and starting the local cluster.
+# A cluster of one test's own, to stop and start.
 
 
-def local_cluster() -> tuple[str, str] | None:
+def _binaries() -> str | None:
+    """The directory of PostgreSQL's server programs (initdb, pg_ctl), if installed."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    if found:
+        return os.path.dirname(found[-1])
+    pg_ctl = shutil.which("pg_ctl")
+    return os.path.dirname(pg_ctl) if pg_ctl else None
+
+
+def _as_postgres() -> list[str] | None:
     """
-    The (version, name) of the local Debian-style cluster that serves
-    127.0.0.1:5432, if this process may restart it: pg_ctlcluster exists,
-    one version is installed, and we are root or postgres. Else None.
+    The prefix that runs a program as the user C{postgres} (PostgreSQL's
+    server refuses to run as root): none when we are that user, C{runuser}
+    when we are root; None when we cannot.
     """
-    if shutil.which("pg_ctlcluster") is None:
+    try:
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        pwd.getpwnam("postgres")
+    except KeyError:
         return None
-    if urlsplit(ADMIN_URL).hostname not in ("127.0.0.1", "localhost"):
-        return None
-    versions = sorted(os.path.basename(p) for p in glob.glob("/etc/postgresql/*"))
-    if len(versions) != 1 or not os.path.isdir(f"/etc/postgresql/{versions[0]}/main"):
-        return None
-    if os.geteuid() != 0:
+    if me == "postgres":
+        return []
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        return ["runuser", "-u", "postgres", "--"]
+    return None
+
+
+def private_cluster_unavailable() -> str | None:
+    """Why this process cannot run a L{PrivateCluster}, or None if it can."""
+    if _binaries() is None:
+        return "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
+    if _as_postgres() is None:
+        return "only root or the user postgres may run a PostgreSQL server here"
+    return None
+
+
+class PrivateCluster:
+    """
+    A PostgreSQL server of one test's own: a cluster made with C{initdb} in
+    a temporary directory, listening on a free port of 127.0.0.1 and a
+    socket directory of its own, with trust authentication for
+    C{postgres}. A test may stop and start it without touching the
+    machine's cluster, which other test runs share.
+
+    Use it as a context manager: it is stopped and removed on exit.
+    """
+
+    def __init__(self) -> None:
+        bindir = _binaries()
+        prefix = _as_postgres()
+        assert bindir is not None and prefix is not None, private_cluster_unavailable()
+        self._bindir = bindir
+        self._prefix = prefix
+        import pwd
+
+        owner = pwd.getpwnam("postgres")
+        self.directory = tempfile.mkdtemp(prefix="beacon-pg-")
+        os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+        os.chmod(self.directory, 0o700)
+        self.data = os.path.join(self.directory, "data")
+        self.port = 0
+        self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+
+    @property
+    def url(self) -> str:
+        """A superuser's URL to its C{postgres} database."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self._prefix, os.path.join(self._bindir, program), *args],
+            capture_output=True, text=True, timeout=CLUSTER_TIMEOUT,
+        )
+
+    def start(self) -> None:
+        """
+        Start the server and wait until it accepts connections; the first
+        start chooses a free port (another, should the port be taken in
+        between), later ones keep it.
+
+        @raises AssertionError: It did not start.
+        """
+        for _ in range(3):
+            if not self.port:
+                self.port = _free_port()
+            options = (
+                f"-c listen_addresses=127.0.0.1 -c port={self.port}"
+                f" -c unix_socket_directories={self.directory}"
+            )
+            done = self._run(
+                "pg_ctl", "-D", self.data, "-l", os.path.join(self.directory, "log"),
+                "-w", "-t", str(int(CLUSTER_TIMEOUT)), "-o", options, "start",
+            )
+            if done.returncode == 0:
+                wait_until_ready(url=self.url)
+                return
+            log = self.log()
+            if "could not bind" not in log and "Address already in use" not in log:
+                break
+            self.port = 0
+        raise AssertionError(f"the private PostgreSQL did not start: {done.stderr.strip()}\n{self.log()}")
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: open sessions are ended)."""
+        done = self._run("pg_ctl", "-D", self.data, "-w", "-m", "fast", "stop")
+        assert done.returncode == 0, f"pg_ctl stop: {done.stderr.strip()}"
+
+    def log(self) -> str:
+        """The server's log so far."""
         try:
-            import pwd
+            with open(os.path.join(self.directory, "log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
 
-            if pwd.getpwuid(os.geteuid()).pw_name != "postgres":
-                return None
-        except KeyError:
-            return None
-    return versions[0], "main"
+    def close(self) -> None:
+        """Stop the server if it runs, and remove its files."""
+        self._run("pg_ctl", "-D", self.data, "-w", "-m", "immediate", "stop")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> PrivateCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
-def pg_ctlcluster(action: str) -> None:
+@pytest.fixture
+def private_cluster() -> Iterator[PrivateCluster]:
     """
-    Run C{pg_ctlcluster <version> main <action>} (blocking, bounded).
-
-    @raises AssertionError: If it fails or there is no local cluster.
+    A started L{PrivateCluster}, removed afterwards; skips the test where
+    none can run (fails it when C{CI=true}).
     """
-    cluster = local_cluster()
-    assert cluster is not None, "no local cluster to control"
-    done = subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action],
-        capture_output=True,
-        text=True,
-        timeout=CLUSTER_TIMEOUT,
-    )
-    assert done.returncode == 0, f"pg_ctlcluster {action}: {done.stderr.strip()}"
+    why = private_cluster_unavailable()
+    if why is not None:
+        if in_ci():
+            pytest.fail(f"CI=true: {why}", pytrace=False)
+        pytest.skip(why)
+    with PrivateCluster() as cluster:
+        cluster.start()
+        yield cluster
 
 
-def wait_until_ready(timeout: float = CLUSTER_TIMEOUT) -> None:
+def _free_port() -> int:
+    """A TCP port of 127.0.0.1 that no one listened on a moment ago."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until_ready(timeout: float = CLUSTER_TIMEOUT, url: str = ADMIN_URL) -> None:
     """
     Poll (bounded, short intervals) until PostgreSQL accepts a connection.
 
@@ -246,7 +361,7 @@ def wait_until_ready(timeout: float = CLUSTER_TIMEOUT) -> None:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            psycopg.connect(ADMIN_URL, connect_timeout=2).close()
+            psycopg.connect(url, connect_timeout=2).close()
             return
         except psycopg.Error as e:
             last = e
