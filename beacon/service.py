@@ -32,7 +32,7 @@ from beacon.bindings.http import (
     public_resources,
 )
 from beacon.bindings.limits import Ledger, RateLimiter, SourceResolver
-from beacon.config import Config, validate
+from beacon.config import Config, ConfigError, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
 from beacon.listeners import Listeners, derive_public_url
@@ -60,6 +60,7 @@ from beacon.notify import (
     INotificationChannel,
     Notifier,
     SMTPChannel,
+    check_options,
     smtp_trust_root,
 )
 from beacon.intake import (
@@ -81,7 +82,7 @@ from beacon.protocol import (
     Dispatcher,
     websocket_url,
 )
-from beacon.store import ISubmissionStore, open_store, sqlite_url
+from beacon.store import ISubmissionStore, open_store, parse_store_url, sqlite_url
 
 log = Logger()
 
@@ -646,6 +647,26 @@ class _Announce(Service):
         )
 
 
+def check_config(config: Config) -> Config:
+    """
+    Check C{config} whole: its values (L{beacon.config.validate}), and
+    what only the rooms that use them can say: that the store URL names a
+    store (L{beacon.store.parse_store_url}) and that C{[notify]}'s program
+    and CA certificates will do (L{beacon.notify.check_options}).
+
+    @return: C{config} as L{validate} normalises it.
+    @raise ConfigError: For the first value that will not do.
+    """
+    config = validate(config)
+    if config.store_url is not None:
+        try:
+            parse_store_url(config.store_url)
+        except ValueError as e:
+            raise ConfigError(f"[store] url: {e}") from None
+    check_options(config.notify)
+    return config
+
+
 def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     """
     Wire Beacon's service tree: the store, then the notifiers
@@ -655,11 +676,11 @@ def makeService(config: Config, reactor: IBeaconReactor) -> AllOrNothing:
     the operator's doors, then a start-up
     announcement. Its start is all or nothing (L{AllOrNothing}).
 
-    @param config: The configuration (validated again here).
+    @param config: The configuration (checked again here: L{check_config}).
     @param reactor: The reactor everything runs on (listening, time,
         threads).
     """
-    config = validate(config)
+    config = check_config(config)
     root = AllOrNothing()
     DataDirectory(os.path.abspath(config.data_dir)).setServiceParent(root)
     # SQLite in the data directory, or the PostgreSQL database several
@@ -731,6 +752,7 @@ __all__ = [
     "OperatorDoor",
     "StartupError",
     "beacon_resources",
+    "check_config",
     "derive_public_url",
     "grpc_service",
     "makeService",

@@ -5,7 +5,6 @@ where the global reactor is imported.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -129,6 +128,8 @@ class Options(usage.Options):
         """
         Build and check the configuration; a bad value is a usage error.
         """
+        from beacon.service import check_config
+
         try:
             values = read_file(self["config"]) if self["config"] else {}
             config = build_config(
@@ -141,6 +142,7 @@ class Options(usage.Options):
                 operator_socket=self["operator"],
                 store_url=self["store"],
             )
+            config = check_config(config)
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         _check_endpoints(config.http)
@@ -359,8 +361,10 @@ def application(config_file: str) -> Any:
     """
     from twisted.application.service import Application
 
+    from beacon.service import check_config
+
     try:
-        config = build_config(read_file(config_file))
+        config = check_config(build_config(read_file(config_file)))
     except ConfigError as e:
         # Before twistd begins its log: standard error is where it is read.
         reason = " ".join(str(e).split("\n"))

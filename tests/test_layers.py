@@ -21,10 +21,10 @@ ROOT = Path(beacon.__file__).parent
 FLOORS: list[set[str]] = [
     {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces", "beacon.text", "beacon.proto", "beacon.capped",
      "beacon.throttle"},
-    {"beacon.protocol", "beacon.heap", "beacon.listeners"},
+    {"beacon.protocol", "beacon.heap", "beacon.listeners", "beacon.config"},
     {"beacon.store"},
     {"beacon.intake", "beacon.client", "beacon.testing", "beacon.notify"},
-    {"beacon.config", "beacon.console"},
+    {"beacon.console"},
     {"beacon.bindings"},
     {"beacon.monitoring"},
     {"beacon.service"},
@@ -149,10 +149,98 @@ def test_no_room_reaches_into_another_rooms_private_modules() -> None:
     assert wrong == [], "imports of another room's private modules:\n" + "\n".join(wrong)
 
 
+def _reach(graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every module C{module} imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_a_binding_never_reaches_the_policies_or_the_store() -> None:
+    """
+    No module of beacon.bindings reaches beacon.intake, beacon.store or
+    beacon.notify, directly or through another room: a binding speaks its
+    wire and hands each request to the dispatcher it was given.
+    """
+    graph = _imports(_modules())
+    wrong = []
+    for module in sorted(graph):
+        if _room(module) != "beacon.bindings":
+            continue
+        reached = sorted(
+            target for target in _reach(graph, module)
+            if _room(target) in ("beacon.intake", "beacon.store", "beacon.notify")
+        )
+        if reached:
+            wrong.append(f"{module} reaches {', '.join(reached)}")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_config_reaches_nothing_above_its_floor() -> None:
+    """beacon.config, directly or through others, imports only rooms below its floor."""
+    graph = _imports(_modules())
+    floor = _floor("beacon.config")
+    reached = {
+        target
+        for module in graph
+        if _room(module) == "beacon.config"
+        for target in _reach(graph, module)
+        if _room(target) != "beacon.config"
+    }
+    assert sorted(t for t in reached if _floor(_room(t)) >= floor) == []
+
+
+def test_importing_config_loads_no_other_room_and_no_heavy_library() -> None:
+    """
+    In a fresh interpreter, C{import beacon.config} loads no other room of
+    Beacon, and none of psycopg, jsonschema, autobahn, grpc or Twisted.
+    """
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, json; import beacon.config; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    import json
+
+    loaded = json.loads(done.stdout)
+    assert "beacon.config" in loaded
+    rooms = {_room(m) for m in loaded if m.split(".")[0] == "beacon"}
+    assert rooms <= {"beacon", "beacon.config"}, rooms
+    heavy = {"psycopg", "jsonschema", "autobahn", "grpc", "twisted"}
+    assert heavy.isdisjoint(m.split(".")[0] for m in loaded)
+
+
+def test_no_room_uses_another_rooms_private_names() -> None:
+    """C{from beacon.room import _name} between rooms fails: a private name is its room's."""
+    wrong = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("beacon"):
+                if _room(node.module or "") == _room(module):
+                    continue
+                wrong += [
+                    f"{module}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert wrong == [], "\n".join(wrong)
+
+
 def test_the_checks_find_what_they_look_for() -> None:
     """A circle and an arrow up are found in a graph made to have them."""
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _floor("beacon.bindings") > _floor("beacon.config") > _floor("beacon.protocol")
+    assert _reach({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, "a") == {"a", "b", "c"}
+    assert _floor("beacon.bindings") > _floor("beacon.intake") > _floor("beacon.config") >= _floor("beacon.protocol")
 
 
 def test_the_reactor_interface_is_checked_at_the_edge() -> None:

@@ -62,7 +62,7 @@ from beacon.notify import (
     summary_of,
 )
 from beacon.protocol import CallContext
-from beacon.service import makeService, notifiers
+from beacon.service import check_config, makeService, notifiers
 from beacon.store import NotificationBatch, StoredTask, Submission
 from beacon.testing import MemoryStore
 from peers.postgres import pg_schema, pg_url, postgresql  # noqa: F401 (fixtures)
@@ -884,11 +884,18 @@ async def test_beacon_runs_the_command_for_a_submission_through_its_door(
 
 
 def test_a_program_not_found_is_a_config_error() -> None:
-    """A command whose program is not on PATH (or not executable) stops start-up with a config error naming it."""
+    """
+    A command whose program is not on PATH (or not executable) stops
+    start-up with a config error naming it: beacon.notify's check, which
+    check_config runs before anything starts (the configuration, plain
+    data, reads it as given).
+    """
+    missing = build_config({"notify": {"command": ["no-such-program-beacon-test"]}})
+    assert missing.notify.command == ("no-such-program-beacon-test",)
     with pytest.raises(ConfigError, match="not found on PATH"):
-        build_config({"notify": {"command": ["no-such-program-beacon-test"]}})
+        check_config(missing)
     with pytest.raises(ConfigError, match="not an executable file"):
-        build_config({"notify": {"command": ["/nonexistent/beacon-notify"]}})
+        check_config(build_config({"notify": {"command": ["/nonexistent/beacon-notify"]}}))
 
 
 # The mail: Twisted's own ESMTP server, started here.
@@ -1341,7 +1348,7 @@ def test_smtp_ca_file(tmp_path: Path) -> None:
         build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "key.pem"))})
     (tmp_path / "bad.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
     with pytest.raises(ConfigError, match=r"\[notify\] smtp_ca_file: .*not a PEM certificate"):
-        build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "bad.pem"))})
+        check_config(build_config({"notify": dict(values, smtp_ca_file=str(tmp_path / "bad.pem"))}))
     with pytest.raises(ConfigError, match=r"smtp_ca_file needs smtp"):
         build_config({"notify": {"command": [sys.executable], "smtp_ca_file": str(cert_path)}})
 

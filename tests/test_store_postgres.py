@@ -1156,7 +1156,7 @@ def test_config_store_url(tmp_path: Path) -> None:
     from twisted.python import usage
 
     from beacon.config import ConfigError, build_config
-    from beacon.service import store_url
+    from beacon.service import check_config, store_url
     from beacon.tap import Options
 
     config = build_config({"store": {"url": "postgresql://b@db/b"}}, data_dir="d")
@@ -1166,7 +1166,7 @@ def test_config_store_url(tmp_path: Path) -> None:
     assert default.store_url is None
     assert store_url(default) == sqlite_url(str(tmp_path / "beacon.sqlite3"))
     with pytest.raises(ConfigError, match="store URL"):
-        build_config({"store": {"url": "mysql://x"}})
+        check_config(build_config({"store": {"url": "mysql://x"}}))
     with pytest.raises(ConfigError, match=r"\[store\] url must be a string, not a whole number"):
         build_config({"store": {"url": 5}})
     options = Options()

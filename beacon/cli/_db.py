@@ -39,7 +39,7 @@ def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     @return: The exit code.
     """
     from beacon.config import ConfigError, build_config, read_file
-    from beacon.service import store_url
+    from beacon.service import check_config, store_url
     from beacon.store import StoreError, parse_store_url, schema_status, status, upgrade
 
     def say(line: str) -> None:
@@ -49,10 +49,12 @@ def database(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         out.flush()
 
     try:
-        config = build_config(
-            read_file(args.config) if args.config else {},
-            data_dir=args.data,
-            store_url=args.store,
+        config = check_config(
+            build_config(
+                read_file(args.config) if args.config else {},
+                data_dir=args.data,
+                store_url=args.store,
+            )
         )
         url = store_url(config)
         display = parse_store_url(url).display

@@ -48,6 +48,7 @@ from beacon.config._sections import (
     GRPC_ENVELOPE,
     SMTP_PORTS,
     Auth,
+    CardText,
     Config,
     ConfigError,
     GRPCOptions,
@@ -58,6 +59,7 @@ from beacon.config._sections import (
 
 __all__ = [
     "Auth",
+    "CardText",
     "Config",
     "ConfigError",
     "DEFAULT_BODY_TIMEOUT",

@@ -12,9 +12,6 @@ import re
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from beacon.errors import StartupError
-from beacon.notify import resolve_program
-from beacon.store import parse_store_url
 from beacon.config._sections import (
     Config,
     ConfigError,
@@ -125,10 +122,6 @@ def _check_notify(notify: Notify) -> Notify:
     if notify.command:
         if not notify.command[0] or not all(isinstance(v, str) for v in notify.command):
             raise ConfigError("[notify] command must be a list of strings, the program first")
-        try:
-            resolve_program(notify.command[0])
-        except StartupError as e:
-            raise ConfigError(str(e)) from None
     if not (0 < notify.interval <= 86_400):
         raise ConfigError("[notify] interval must be above 0 and at most 86400 s")
     if not (0 < notify.timeout <= 3_600):
@@ -194,12 +187,6 @@ def _read_certificates(path: str) -> tuple[bytes, ...]:
             f"[notify] smtp_ca_file: {path} must hold PEM certificates"
             " (-----BEGIN CERTIFICATE-----), at most 1 MiB"
         )
-    from beacon.notify import smtp_trust_root
-
-    try:
-        smtp_trust_root(blocks)
-    except ValueError as e:
-        raise ConfigError(f"[notify] smtp_ca_file: {path}: {e}") from None
     return blocks
 
 
@@ -207,6 +194,11 @@ def validate(config: Config) -> Config:
     """
     Check a L{Config}'s values (also for configs built in code by
     embedders); return it with URLs normalised.
+
+    These are the checks of plain data, and of the files the configuration
+    names; what only another room can say (whether the store URL names a
+    store, whether C{[notify]}'s program is found) that room checks, all
+    of it called by L{beacon.service.check_config}.
 
     @raise ConfigError: For the first invalid value.
     """
@@ -237,11 +229,6 @@ def validate(config: Config) -> Config:
     config = replace(config, notify=_check_notify(config.notify))
     _check_origins("[server] cors_origins", config.cors_origins)
     config = replace(config, cors_origins=tuple(o.lower() for o in config.cors_origins))
-    if config.store_url is not None:
-        try:
-            parse_store_url(config.store_url)
-        except ValueError as e:
-            raise ConfigError(f"[store] url: {e}") from None
     socket_path = config.socket_path
     if socket_path is not None:
         if socket_path.split(":", 1)[0] in ("ssl", "tls", "tcp", "unix"):

@@ -12,11 +12,11 @@ import tomllib
 from dataclasses import replace
 from typing import Any
 
-from beacon.intake import CardText
 from beacon.config._checks import validate
 from beacon.config._sections import (
     SECTIONS,
     Auth,
+    CardText,
     Config,
     ConfigError,
     GRPCOptions,

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from beacon.intake import CardText
-from beacon.notify import DEFAULT_INTERVAL, DEFAULT_TIMEOUT
 
 
 #: The embedded defaults: what `twistd -n beacon` runs with no options.
@@ -30,6 +28,23 @@ DEFAULT_BODY_TIMEOUT = 30.0
 
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
+
+
+@dataclass(frozen=True)
+class CardText:
+    """
+    The operator's words on the card (C{[card]} in the configuration).
+    """
+
+    name: str = "Beacon"
+    description: str = (
+        "An inbox read by people. Submit a message and get a receipt; "
+        "a person reviews it. Beacon never replies on its own, never contacts "
+        "you and never resolves a URL you send."
+    )
+    provider_organization: str = ""
+    provider_url: str = ""
+    documentation_url: str = ""
 
 
 #: Defaults of C{[websocket]} (a2a-rust's binding; the caps and the idle timeout
@@ -222,11 +237,10 @@ class GRPCOptions:
         return max_body + GRPC_ENVELOPE
 
 
-#: Defaults of C{[notify]} (L{beacon.notify}'s): at most one
-#: notification per C{interval} seconds, a delivery abandoned after
-#: C{timeout}.
-DEFAULT_NOTIFY_INTERVAL = DEFAULT_INTERVAL
-DEFAULT_NOTIFY_TIMEOUT = DEFAULT_TIMEOUT
+#: Defaults of C{[notify]}: at most one notification per C{interval}
+#: seconds; a delivery abandoned (a command killed) after C{timeout}.
+DEFAULT_NOTIFY_INTERVAL = 60.0
+DEFAULT_NOTIFY_TIMEOUT = 30.0
 #: The ports of C{smtp://} and C{smtps://} URLs without one.
 SMTP_PORTS = {"smtp": 25, "smtps": 465}
 

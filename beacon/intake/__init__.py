@@ -4,6 +4,7 @@ submissions, receipts, the structured-message schema and the agent card. It
 knows the protocol core and the store, and no binding.
 """
 
+from beacon.config import CardText
 from beacon.intake._card import (
     AGENT_CARD_PATH,
     AUTONOMOUS_AGENT_PATH,
@@ -14,7 +15,6 @@ from beacon.intake._card import (
     SCHEMA_PATH,
     SUBMISSIONS_PATH,
     WEBSOCKET_PATH,
-    CardText,
     discovery_document,
     operator_card,
     public_card,

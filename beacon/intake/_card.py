@@ -7,10 +7,10 @@ request's Host header.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from beacon import __version__
+from beacon.config import CardText
 from beacon.protocol import (
     API_KEY_HEADER,
     GRPC_BINDING,
@@ -37,23 +37,6 @@ WEBSOCKET_PATH = "/a2a/ws"
 AUTONOMOUS_AGENT_PATH = "/.well-known/autonomous-agent"
 #: Where the card itself lives.
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
-
-
-@dataclass(frozen=True)
-class CardText:
-    """
-    The operator's words on the card (C{[card]} in the configuration).
-    """
-
-    name: str = "Beacon"
-    description: str = (
-        "An inbox read by people. Submit a message and get a receipt; "
-        "a person reviews it. Beacon never replies on its own, never contacts "
-        "you and never resolves a URL you send."
-    )
-    provider_organization: str = ""
-    provider_url: str = ""
-    documentation_url: str = ""
 
 
 def public_card(

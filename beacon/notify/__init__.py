@@ -14,12 +14,15 @@ each with one job:
     as JSON on its standard input (L{CommandChannel});
   - C{_smtp}: a digest mail through Twisted's ESMTP client
     (L{SMTPChannel}, L{digest_message});
+  - C{_check}: the checks of C{[notify]} that need this room
+    (L{check_options}: the program found, the CA certificates usable);
   - C{_notifier}: when to tell, and retrying with backoff (L{Notifier}),
     over the store's per-channel cursor, so that several instances on one
     database tell of each submission once.
 """
 
 from beacon.notify._channel import INotificationChannel, NotificationFailed
+from beacon.notify._check import check_options
 from beacon.notify._command import CommandChannel, resolve_program
 from beacon.notify._notifier import (
     DEFAULT_BATCH,
@@ -52,6 +55,7 @@ __all__ = [
     "SHORT_ID",
     "SMTPChannel",
     "STOP_TIMEOUT",
+    "check_options",
     "digest_message",
     "digest_text",
     "inert",

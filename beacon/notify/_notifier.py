@@ -29,14 +29,15 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from beacon.config import DEFAULT_NOTIFY_INTERVAL, DEFAULT_NOTIFY_TIMEOUT
 from beacon.notify._channel import INotificationChannel, NotificationFailed
 from beacon.notify._summary import inert, summary_of
 from beacon.store import ISubmissionStore, NotificationBatch, StoreError, StoreEvent
 
 #: Defaults of C{[notify]}: at most one notification per C{interval}
 #: seconds; a delivery abandoned (a command killed) after C{timeout}.
-DEFAULT_INTERVAL = 60.0
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_INTERVAL = DEFAULT_NOTIFY_INTERVAL
+DEFAULT_TIMEOUT = DEFAULT_NOTIFY_TIMEOUT
 #: The most submissions one notification carries; the summary says how many
 #: more wait (they come in the next one).
 DEFAULT_BATCH = 200
