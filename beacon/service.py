@@ -576,13 +576,16 @@ class AllOrNothing(MultiService):
         self._begun: list[Any] = []
         self.undone: Deferred[None] | None = None
 
+    # MultiService's own start would start every child, undoing nothing
+    # when one fails: these replace it (a service starts by being running,
+    # IService's public attribute, and has nothing to do before that).
+
     def privilegedStartService(self) -> None:
-        Service.privilegedStartService(self)
         for service in list(self):
             self._begin(service, service.privilegedStartService)
 
     def startService(self) -> None:
-        Service.startService(self)
+        self.running = 1
         for service in list(self):
             self._begin(service, service.startService)
 

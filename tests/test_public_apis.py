@@ -7,11 +7,16 @@ twistd plugin fails on
       (C{from twisted.scripts._twistd_unix import ...},
       C{from twisted.internet.endpoints import _parse});
     - C{self._x} in a class whose dependency base classes define or set
-      C{_x}, and C{obj._x} (or C{getattr(obj, "_x")}) on anything else when
-      C{_x} is not a name of Beacon's own: the private state of a dependency
-      object;
+      C{_x}, and C{obj._x} (or C{getattr(obj, "_x")}) on anything else
+      unless the module itself defines or sets C{_x}: a private name is its
+      module's, whether a dependency's or another room's of Beacon
+      (C{reader._fail} from outside C{beacon.protocol.types} is a finding:
+      what another module uses is public);
     - a method of a dependency class replaced on a live object
-      (C{channel.dataReceived = ...}).
+      (C{channel.dataReceived = ...});
+    - C{Base.method(self, ...)} in a class whose direct parents do not
+      include C{Base}, a dependency class: calling past the parent skips
+      what the parent does.
 
 Each finding is listed with its file and line.
 """
@@ -34,6 +39,18 @@ ROOT = Path(beacon.__file__).parent
 PLUGIN = ROOT.parent / "twisted" / "plugins" / "beacon_plugin.py"
 DEPENDENCIES = ("twisted", "autobahn", "treq", "psycopg", "zope", "txaio", "prometheus_client")
 _SELF_PRIVATE = re.compile(r"\bself\.(_[A-Za-z]\w*)")
+#: The classes that call a dependency's method past their parent, on
+#: purpose, each with its reason; the scan finds any other.
+PAST_THE_PARENT = {
+    # unix.Port.connectionLost unlinks the port's path, then calls
+    # tcp.Port's. OperatorSocket removes the path itself, at once on stop
+    # (before the reactor turns, which a failed start never sees) and only
+    # while it is still the socket it bound; by the port's connectionLost
+    # the path is gone or someone else's, and an unlink there would fail,
+    # leaving the port open, or remove another process's socket. Twisted
+    # has no public way to keep a unix port's path.
+    "beacon.bindings._unix._KeptPathPort": "keeps its path: see OperatorSocket.stopService",
+}
 #: Underscored names that are public API: the named tuple's methods.
 PUBLIC_UNDERSCORED = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
@@ -98,10 +115,26 @@ def _dependency_method_names() -> frozenset[str]:
 
 
 class _Scan(ast.NodeVisitor):
-    def __init__(self, path: Path, module: Any, own_names: set[str], methods: frozenset[str]) -> None:
+    """
+    One module's findings. C{own_names} are the names Beacon defines or
+    sets anywhere (see L{_own_names}), which may be assigned on an object
+    without replacing a dependency's method; C{module_names}, those of this
+    module, the only private attributes it may use on an object other than
+    C{self} (all of Beacon's when not given).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        module: Any,
+        own_names: set[str],
+        methods: frozenset[str],
+        module_names: set[str] | None = None,
+    ) -> None:
         self.path = path
         self.module = module
         self.own_names = own_names
+        self.module_names = own_names if module_names is None else module_names
         self.methods = methods
         self.found: list[str] = []
         self._classes: list[type | None] = []
@@ -147,7 +180,7 @@ class _Scan(ast.NodeVisitor):
                     self._say(node, f"self.{name} (private to {base.__module__}.{base.__qualname__})")
                     return
             return
-        if name not in self.own_names:
+        if name not in self.module_names:
             self._say(node, f"{ast.unparse(owner)}.{name}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -156,6 +189,7 @@ class _Scan(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        self._check_past_the_parent(node)
         if (
             isinstance(func, ast.Name)
             and func.id in ("getattr", "setattr", "hasattr", "delattr")
@@ -165,6 +199,40 @@ class _Scan(ast.NodeVisitor):
         ):
             self._check_private(node, node.args[0], node.args[1].value)
         self.generic_visit(node)
+
+    def _check_past_the_parent(self, node: ast.Call) -> None:
+        """C{Base.method(self, ...)} with C{Base} a dependency class that is not a direct parent."""
+        func = node.func
+        cls = self._classes[-1] if self._classes else None
+        if (
+            cls is None
+            or not isinstance(func, ast.Attribute)
+            or not isinstance(func.value, (ast.Name, ast.Attribute))
+            or not node.args
+            or not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")
+        ):
+            return
+        base = self._resolve(func.value)
+        if (
+            isinstance(base, type)
+            and _is_dependency(base)
+            and base not in cls.__bases__
+            and f"{cls.__module__}.{cls.__qualname__}" not in PAST_THE_PARENT
+        ):
+            parents = ", ".join(b.__qualname__ for b in cls.__bases__)
+            self._say(
+                node,
+                f"{ast.unparse(func)}(self, ...) past the parent ({cls.__qualname__}'s parents: {parents})",
+            )
+
+    def _resolve(self, expr: ast.expr) -> Any:
+        """The object a name (or a dotted name) of this module stands for, if it can be found."""
+        if isinstance(expr, ast.Name):
+            return vars(self.module).get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            owner = self._resolve(expr.value)
+            return getattr(owner, expr.attr, None) if owner is not None else None
+        return None
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -179,7 +247,7 @@ class _Scan(ast.NodeVisitor):
 
 
 def _own_names(trees: dict[Path, ast.Module]) -> set[str]:
-    """The private names Beacon itself defines: functions, classes, attributes it sets in classes without dependency bases."""
+    """The names the modules of C{trees} define: functions, classes, variables and the attributes they set on C{self} or C{cls}."""
     names: set[str] = set()
     for tree in trees.values():
         for node in ast.walk(tree):
@@ -201,7 +269,7 @@ def findings() -> Iterator[str]:
     own = _own_names(trees)
     methods = _dependency_method_names()
     for path, tree in trees.items():
-        scan = _Scan(path, modules[_module_name(path)], own, methods)
+        scan = _Scan(path, modules[_module_name(path)], own, methods, _own_names({path: tree}))
         scan.visit(tree)
         yield from scan.found
 
@@ -230,6 +298,13 @@ class Channel(HTTPChannel):
     def peek(self):
         return self._dataBuffer
 
+class Deeper(Channel):
+    def dataReceived(self, data):
+        return HTTPChannel.dataReceived(self, data)
+
+    def connectionLost(self, reason):
+        return Channel.connectionLost(self, reason)
+
 def reach(channel, port):
     port._preexistingSocket = None
     channel.dataReceived = lambda data: None
@@ -249,5 +324,31 @@ def reach(channel, port):
         "port._preexistingSocket",
         "channel.dataReceived = ... (a method replaced on a live object)",
         "channel._transferDecoder",
+        "HTTPChannel.dataReceived(self, ...) past the parent (Deeper's parents: Channel)",
     ]:
         assert expected in text, (expected, text)
+
+
+def test_a_private_name_is_its_modules(tmp_path: Path) -> None:
+    """
+    C{obj._x} on an object other than C{self} passes only where this module
+    defines or sets C{_x}: another module's private name, Beacon's own
+    included, is a finding.
+    """
+    source = '''
+class Reader:
+    def _mine(self):
+        self._seen = True
+
+def use(reader, other):
+    reader._mine()
+    reader._seen = False
+    return other._theirs()
+'''
+    tree = ast.parse(source)
+    module = type(sys)("beacon_scan_names")
+    exec(compile(source, "x", "exec"), vars(module))
+    everywhere = _own_names({Path("a.py"): tree, Path("b.py"): ast.parse("def _theirs(): pass")})
+    scan = _Scan(ROOT / "example.py", module, everywhere, frozenset(), _own_names({Path("a.py"): tree}))
+    scan.visit(tree)
+    assert [line.split(": ", 1)[1] for line in scan.found] == ["other._theirs"]

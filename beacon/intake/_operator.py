@@ -105,7 +105,7 @@ _DOOR = re.compile(r"\A[a-z0-9][a-z0-9+._-]*\Z")
 def _decision_and_note(reader: ParamsReader) -> tuple[str, str | None]:
     decision = reader.string("decision", required=True)
     if decision and decision not in DECISIONS:
-        reader._fail("decision", 'must be "accept" or "reject"')
+        reader.fail("decision", 'must be "accept" or "reject"')
     return decision, reader.string("note", limit=MAX_NOTE_LENGTH) or None
 
 
@@ -144,31 +144,31 @@ def _epoch_ms(when: datetime | None) -> int | None:
 def _list_request(reader: ParamsReader) -> ReviewListRequest:
     sort = reader.string("sort") or SORT_RECEIVED
     if sort not in (SORT_RECEIVED, SORT_UPDATED):
-        reader._fail("sort", f'must be "{SORT_RECEIVED}" or "{SORT_UPDATED}"')
+        reader.fail("sort", f'must be "{SORT_RECEIVED}" or "{SORT_UPDATED}"')
     status = reader.enum("status", TASK_STATES)
     door = reader.string("door", limit=MAX_DOOR_LENGTH) or None
     if door is not None and not _DOOR.match(door):
-        reader._fail("door", "is not a door name")
+        reader.fail("door", "is not a door name")
     since = reader.timestamp("since")
     until = reader.timestamp("until")
     if since is not None and until is not None and until <= since:
-        reader._fail("until", "must be later than since")
+        reader.fail("until", "must be later than since")
     search: str | None = None
     if reader.raw("search") is not None:
         search = reader.string("search", limit=MAX_SEARCH_LENGTH)
         if not _WORD.search(search):
-            reader._fail("search", "must hold at least one word")
+            reader.fail("search", "must hold at least one word")
     id_prefix = reader.string("idPrefix", limit=types.MAX_ID_LENGTH) or None
     if id_prefix is not None and (
         len(id_prefix) < MIN_ID_PREFIX or not _ID_PREFIX.match(id_prefix)
     ):
-        reader._fail(
+        reader.fail(
             "idPrefix",
             f"must be at least {MIN_ID_PREFIX} lower-case id characters (0-9, a-v)",
         )
     page_size = reader.int32("pageSize")
     if page_size is not None and not (1 <= page_size <= MAX_PAGE_SIZE):
-        reader._fail("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+        reader.fail("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
     include_total = reader.boolean("includeTotal")
     return ReviewListRequest(
         sort=sort,
@@ -189,11 +189,11 @@ def _decide_many_request(reader: ParamsReader) -> tuple[tuple[str, ...], str, st
     ids = reader.strings("ids")
     if not ids:
         if not reader.violations or reader.violations[-1][0] != "ids":
-            reader._fail("ids", "is required and must not be empty")
+            reader.fail("ids", "is required and must not be empty")
     elif len(ids) > MAX_BULK_IDS:
-        reader._fail("ids", f"must hold at most {MAX_BULK_IDS} ids")
+        reader.fail("ids", f"must hold at most {MAX_BULK_IDS} ids")
     elif any(not i or len(i) > types.MAX_ID_LENGTH or "\x00" in i for i in ids):
-        reader._fail("ids", f"must be ids of 1 to {types.MAX_ID_LENGTH} characters")
+        reader.fail("ids", f"must be ids of 1 to {types.MAX_ID_LENGTH} characters")
     # Each id once, in the order given.
     return (tuple(dict.fromkeys(ids)), *_decision_and_note(reader))
 
@@ -201,7 +201,7 @@ def _decide_many_request(reader: ParamsReader) -> tuple[tuple[str, ...], str, st
 def _purge_request(reader: ParamsReader) -> tuple[int, bool]:
     before = reader.timestamp("decidedBefore")
     if before is None and reader.raw("decidedBefore") is None:
-        reader._fail("decidedBefore", "is required")
+        reader.fail("decidedBefore", "is required")
     dry_run = reader.boolean("dryRun")
     return _epoch_ms(before) or 0, bool(dry_run)
 

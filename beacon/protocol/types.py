@@ -247,7 +247,13 @@ class ParamsReader:
             return self.path
         return f"{self.path}.{name}" if self.path else name
 
-    def _fail(self, name: str, description: str) -> None:
+    def fail(self, name: str, description: str) -> None:
+        """
+        Record that C{name} (a member of this object; empty: the object
+        itself) violates C{description}, for the error that names them all;
+        the readers of the requests' own objects (the policies') call it
+        too.
+        """
         self.violations.append((self._where(name), description))
 
     def raw(self, name: str) -> Any:
@@ -261,16 +267,16 @@ class ParamsReader:
         value = self.raw(name)
         if value is None or value == "":
             if required:
-                self._fail(name, "is required")
+                self.fail(name, "is required")
             return ""
         if not isinstance(value, str):
-            self._fail(name, "must be a string")
+            self.fail(name, "must be a string")
             return ""
         if "\x00" in value:
-            self._fail(name, "must not contain NUL")
+            self.fail(name, "must not contain NUL")
             return ""
         if limit and len(value) > limit:
-            self._fail(name, f"must be at most {limit} characters")
+            self.fail(name, f"must be at most {limit} characters")
             return ""
         return value
 
@@ -281,7 +287,7 @@ class ParamsReader:
         if isinstance(value, QueryText) and value in ("true", "false"):
             return value == "true"
         if not isinstance(value, bool):
-            self._fail(name, "must be a boolean")
+            self.fail(name, "must be a boolean")
             return None
         return value
 
@@ -299,10 +305,10 @@ class ParamsReader:
         elif isinstance(value, str) and re.fullmatch(r"-?\d{1,10}", value):
             number = int(value)
         if number is None or not (-_INT32_MAX - 1 <= number <= _INT32_MAX):
-            self._fail(name, "must be a 32-bit integer")
+            self.fail(name, "must be a 32-bit integer")
             return None
         if number < minimum:
-            self._fail(name, f"must be at least {minimum}")
+            self.fail(name, f"must be at least {minimum}")
             return None
         return number
 
@@ -311,7 +317,7 @@ class ParamsReader:
         if value is None:
             return None
         if not isinstance(value, dict):
-            self._fail(name, "must be an object")
+            self.fail(name, "must be an object")
             return None
         return value
 
@@ -325,7 +331,7 @@ class ParamsReader:
             # Repeated names, each perhaps a comma list.
             value = [item for text in value for item in text.split(",")]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self._fail(name, "must be a list of strings")
+            self.fail(name, "must be a list of strings")
             return ()
         return tuple(value)
 
@@ -338,7 +344,7 @@ class ParamsReader:
         if isinstance(value, int) and not isinstance(value, bool):
             if 0 <= value < len(names):
                 return names[value]
-        self._fail(name, "is not a known enum value")
+        self.fail(name, "is not a known enum value")
         return names[0]
 
     def timestamp(self, name: str) -> datetime | None:
@@ -347,17 +353,17 @@ class ParamsReader:
             return None
         parsed = parse_timestamp(value) if isinstance(value, str) else None
         if parsed is None:
-            self._fail(name, "must be an RFC 3339 UTC timestamp ending in Z")
+            self.fail(name, "must be an RFC 3339 UTC timestamp ending in Z")
         return parsed
 
     def child(self, name: str, *, required: bool = False) -> ParamsReader | None:
         value = self.raw(name)
         if value is None:
             if required:
-                self._fail(name, "is required")
+                self.fail(name, "is required")
             return None
         if not isinstance(value, dict):
-            self._fail(name, "must be an object")
+            self.fail(name, "must be an object")
             return None
         return ParamsReader(value, self._where(name), self.violations)
 
@@ -365,16 +371,16 @@ class ParamsReader:
         value = self.raw(name)
         if value is None or value == []:
             if required:
-                self._fail(name, "is required and must not be empty")
+                self.fail(name, "is required and must not be empty")
             return []
         if not isinstance(value, list):
-            self._fail(name, "must be a list")
+            self.fail(name, "must be a list")
             return []
         readers = []
         for index, item in enumerate(value):
             where = f"{name}[{index}]"
             if not isinstance(item, dict):
-                self._fail(where, "must be an object")
+                self.fail(where, "must be an object")
                 continue
             readers.append(ParamsReader(item, self._where(where), self.violations))
         return readers
@@ -420,15 +426,15 @@ _PART_MEMBERS = ("text", "raw", "url", "data")
 def _part(reader: ParamsReader) -> Part | None:
     present = [m for m in _PART_MEMBERS if m in reader.obj]
     if len(present) != 1:
-        reader._fail("", "a part must have exactly one of text, raw, url or data")
+        reader.fail("", "a part must have exactly one of text, raw, url or data")
         return None
     member = present[0]
     value = reader.obj[member]
     if member != "data" and not isinstance(value, str):
-        reader._fail(member, "must be a string")
+        reader.fail(member, "must be a string")
         return None
     if member != "data" and "\x00" in value:
-        reader._fail(member, "must not contain NUL")
+        reader.fail(member, "must not contain NUL")
         return None
     # Positional (content, value, media_type, filename, metadata): a
     # frozen dataclass is made twice as fast so, on every request.
@@ -445,7 +451,7 @@ def _message(reader: ParamsReader) -> Message:
     parts = [_part(r) for r in reader.children("parts", required=True)]
     role = reader.enum("role", ROLES)
     if role == "ROLE_UNSPECIFIED":
-        reader._fail("role", "is required (ROLE_USER or ROLE_AGENT)")
+        reader.fail("role", "is required (ROLE_USER or ROLE_AGENT)")
     # Positional, in Message's field order (see _part).
     return Message(
         reader.string("messageId", required=True, limit=MAX_ID_LENGTH),
@@ -513,7 +519,7 @@ def _get_task(reader: ParamsReader) -> GetTaskRequest:
 def _list_tasks(reader: ParamsReader) -> ListTasksRequest:
     page_size = reader.int32("pageSize")
     if page_size is not None and not (1 <= page_size <= 100):
-        reader._fail("pageSize", "must be between 1 and 100")
+        reader.fail("pageSize", "must be between 1 and 100")
     return ListTasksRequest(
         context_id=reader.string("contextId", limit=MAX_ID_LENGTH),
         status=reader.enum("status", TASK_STATES),
