@@ -302,3 +302,30 @@ def test_cors_origins_are_origins_compared_in_lower_case() -> None:
     for bad in ["app.example", "https://app.example/path", "https://app.example/?q", 5]:
         with pytest.raises(ConfigError, match="cors_origins"):
             build_config({"server": {"cors_origins": [bad]}})
+
+
+def test_every_key_is_declared_once_by_its_field() -> None:
+    """
+    The keys each section takes, their reading and their defaults all come
+    from the fields that declare them: every declared key has a reader, no
+    key is declared twice, and etc/beacon.toml (the commented reference)
+    names every one of them in its section.
+    """
+    from beacon.config._reading import reader_of
+    from beacon.config._sections import SECTIONS, declared_keys
+
+    declared = [(where, name) for where, name, _, _ in declared_keys()]
+    assert len(declared) == len(set(declared))
+    assert {where: {n for w, n in declared if w == where} for where, _ in declared} == SECTIONS
+    for _, _, item, _ in declared_keys():
+        assert callable(reader_of(item))
+    reference = (ETC / "beacon.toml").read_text()
+    where = ""
+    named: set[tuple[str, str]] = set()
+    for line in reference.splitlines():
+        text = line.lstrip("# ").strip()
+        if text.startswith("[") and text.endswith("]") and text[1:-1].isidentifier():
+            where = text[1:-1]
+        elif "=" in text and where:
+            named.add((where, text.split("=", 1)[0].strip()))
+    assert set(declared) - named == set()

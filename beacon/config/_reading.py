@@ -2,28 +2,29 @@
 Reading the configuration: the TOML file, each section's keys and types
 checked as read (an unknown key or a wrong type names what was meant), and
 L{build_config}, which makes the one L{Config} from the file and the command
-line and hands it to L{validate<beacon.config._checks.validate>}.
+line and hands it to L{validate<beacon.config._checks.validate>}. Every key
+is read as its field declares it (L{beacon.config._sections.key}): by its
+type, or by the reader it names (L{READERS}).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import tomllib
-from dataclasses import replace
-from typing import Any
+from dataclasses import Field, fields, replace
+from typing import Any, Callable, TypeVar
 
 from beacon.config._checks import validate
 from beacon.config._sections import (
     SECTIONS,
-    Auth,
-    CardText,
     Config,
     ConfigError,
-    GRPCOptions,
-    Limits,
-    Notify,
-    WebSocketOptions,
+    Key,
+    declared_keys,
+    default_of,
 )
+
+_T = TypeVar("_T")
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -108,16 +109,11 @@ def _wrong_type(section: str, key: str, value: Any, kind: type | tuple[type, ...
 
 
 def _default(section: str, key: str) -> Any:
-    """The default of C{[section] key}, where a dataclass of this module holds it."""
-    holders: dict[str, Any] = {
-        "server": Config(),
-        "card": CardText(),
-        "limits": Limits(),
-        "websocket": WebSocketOptions(),
-        "notify": Notify(),
-        "grpc": GRPCOptions(),
-    }
-    return getattr(holders.get(section), {"data": "data_dir"}.get(key, key), None)
+    """The default of C{[section] key}, as its field declares it."""
+    for where, name, item, _ in declared_keys():
+        if (where, name) == (section, key):
+            return default_of(item)
+    return None
 
 
 def _toml(value: Any) -> str:
@@ -139,13 +135,15 @@ def _typed(section: str, key: str, value: Any, kind: type | tuple[type, ...]) ->
     return value
 
 
-def _networks(values: Any) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+def _networks(
+    section: str, key: str, values: Any
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise ConfigError("[limits] trusted_proxies must be a list of addresses or networks")
+        raise ConfigError(f"[{section}] {key} must be a list of addresses or networks")
     try:
         return tuple(ipaddress.ip_network(v, strict=False) for v in values)
     except ValueError as e:
-        raise ConfigError(f"[limits] trusted_proxies: {e}") from None
+        raise ConfigError(f"[{section}] {key}: {e}") from None
 
 
 def _strings(section: str, key: str, values: Any) -> tuple[str, ...]:
@@ -154,74 +152,108 @@ def _strings(section: str, key: str, values: Any) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _websocket_options(values: dict[str, Any]) -> WebSocketOptions:
-    options = WebSocketOptions()
-    if "allowed_origins" in values:
-        options = replace(
-            options,
-            allowed_origins=_strings("websocket", "allowed_origins", values["allowed_origins"]),
-        )
-    if "require_origin" in values:
-        options = replace(
-            options,
-            require_origin=_typed("websocket", "require_origin", values["require_origin"], bool),
-        )
-    for key in ("max_message", "max_in_flight", "max_connections", "max_connections_per_source"):
-        if key in values:
-            options = replace(options, **{key: _typed("websocket", key, values[key], int)})
-    for key in ("handshake_timeout", "idle_timeout"):
-        if key in values:
-            seconds: dict[str, Any] = {
-                key: float(_typed("websocket", key, values[key], (int, float)))
-            }
-            options = replace(options, **seconds)
-    return options
+def _endpoints(section: str, key: str, values: Any) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"[{section}] {key} must be a list of endpoint strings")
+    return tuple(values)
 
 
-def _submitter_auth(values: dict[str, Any]) -> Auth:
+def _optional(section: str, key: str, value: Any) -> str | None:
+    """A string, where empty means none (None)."""
+    text: str = _typed(section, key, value, str)
+    return text or None
+
+
+def _command(section: str, key: str, command: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(v, str) for v in command)
+        or not command[0]
+    ):
+        raise ConfigError(
+            f"[{section}] {key} must be a list of strings, the program first, "
+            'for example ["/usr/local/bin/tell-me", "--new"]'
+        )
+    return tuple(command)
+
+
+def _mail_to(section: str, key: str, value: Any) -> tuple[str, ...]:
+    """One address, or a list of them."""
+    return _strings(section, key, [value] if isinstance(value, str) else value)
+
+
+def _grpc_listen(section: str, key: str, listen: Any) -> tuple[str, ...]:
+    """gRPC addresses: a list of them, or one; a port alone may be a number."""
+    if isinstance(listen, (str, int)) and not isinstance(listen, bool):
+        listen = [listen]
+    if not isinstance(listen, list) or not all(
+        isinstance(v, (str, int)) and not isinstance(v, bool) for v in listen
+    ):
+        raise ConfigError(
+            f"[{section}] {key} must be a list of gRPC addresses, for example: "
+            'listen = ["50051"] (127.0.0.1:50051)'
+        )
+    return tuple(str(v) for v in listen)
+
+
+def _of_type(kind: type | tuple[type, ...]) -> Callable[[str, str, Any], Any]:
+    def read(section: str, key: str, value: Any) -> Any:
+        return _typed(section, key, value, kind)
+
+    return read
+
+
+def _seconds(section: str, key: str, value: Any) -> float:
+    return float(_typed(section, key, value, (int, float)))
+
+
+#: How a key's TOML value is read: by the name its field gives
+#: (L{beacon.config._sections.Key.read}), else by the field's type.
+READERS: dict[str, Callable[[str, str, Any], Any]] = {
+    "bool": _of_type(bool),
+    "int": _of_type(int),
+    "float": _seconds,
+    "str": _of_type(str),
+    "tuple[str, ...]": _strings,
+    "networks": _networks,
+    "endpoints": _endpoints,
+    "optional": _optional,
+    "command": _command,
+    "mail_to": _mail_to,
+    "grpc_listen": _grpc_listen,
+}
+
+
+def reader_of(item: Field[Any]) -> Callable[[str, str, Any], Any]:
+    """
+    How the key of field C{item} is read.
+
+    @raise KeyError: Neither its key nor its type names a reader.
+    """
+    declared: Key = item.metadata["key"]
+    return READERS[declared.read or str(item.type)]
+
+
+def _read_section(holder: _T, section: str, table: dict[str, Any]) -> _T:
+    """C{holder} (a section's dataclass, or the L{Config}) with the keys of C{[section]} in C{table}."""
+    changes: dict[str, Any] = {}
+    for item in fields(holder):  # type: ignore[arg-type]
+        declared: Key | None = item.metadata.get("key")
+        if declared is None or (declared.section or section) != section:
+            continue
+        name = declared.name or item.name
+        if name in table:
+            changes[item.name] = reader_of(item)(section, name, table[name])
+    if not changes:
+        return holder
     try:
-        return Auth(
-            api_keys=_strings("auth", "api_keys", values.get("api_keys", [])),
-            bearer_tokens=_strings("auth", "bearer_tokens", values.get("bearer_tokens", [])),
-        )
+        return replace(holder, **changes)  # type: ignore[type-var]
+    except ConfigError:
+        raise
     except ValueError as e:
+        # A section's own check (Auth's digests).
         raise ConfigError(str(e)) from None
-
-
-def _notify(values: dict[str, Any]) -> Notify:
-    notify = Notify()
-    if "command" in values:
-        command = values["command"]
-        if (
-            not isinstance(command, list)
-            or not command
-            or not all(isinstance(v, str) for v in command)
-            or not command[0]
-        ):
-            raise ConfigError(
-                '[notify] command must be a list of strings, the program first, '
-                'for example ["/usr/local/bin/tell-me", "--new"]'
-            )
-        notify = replace(notify, command=tuple(command))
-    for key in ("interval", "timeout"):
-        if key in values:
-            seconds = float(_typed("notify", key, values[key], (int, float)))
-            notify = replace(notify, **{key: seconds})  # type: ignore[arg-type]
-    if "include_content" in values:
-        notify = replace(
-            notify,
-            include_content=_typed("notify", "include_content", values["include_content"], bool),
-        )
-    for key in ("smtp", "mail_from", "smtp_user", "smtp_password_file", "smtp_ca_file"):
-        if key in values:
-            text = _typed("notify", key, values[key], str)
-            notify = replace(notify, **{key: text})  # type: ignore[arg-type]
-    if "mail_to" in values:
-        mail_to = values["mail_to"]
-        if isinstance(mail_to, str):
-            mail_to = [mail_to]
-        notify = replace(notify, mail_to=_strings("notify", "mail_to", mail_to))
-    return notify
 
 
 def build_config(
@@ -243,93 +275,24 @@ def build_config(
     """
     values = file_values or {}
     _check_keys(values)
-    server = values.get("server", {})
-    card_values = values.get("card", {})
-    operator_values = values.get("operator", {})
-    limit_values = values.get("limits", {})
-
     config = Config()
-    if "data" in server:
-        config = replace(config, data_dir=_typed("server", "data", server["data"], str))
-    if "http" in server:
-        listeners = server["http"]
-        if not isinstance(listeners, list) or not all(isinstance(v, str) for v in listeners):
-            raise ConfigError("[server] http must be a list of endpoint strings")
-        config = replace(config, http=tuple(listeners))
-    if "access_log" in server:
-        config = replace(
-            config, access_log=_typed("server", "access_log", server["access_log"], bool)
-        )
-    if server.get("public_url"):
-        config = replace(
-            config, public_url=_typed("server", "public_url", server["public_url"], str)
-        )
-    if "direct" in server:
-        config = replace(config, direct=_typed("server", "direct", server["direct"], bool))
-    if "cors_origins" in server:
-        config = replace(
-            config, cors_origins=_strings("server", "cors_origins", server["cors_origins"])
-        )
+    sections: dict[str, Any] = {}
+    for item in fields(Config):
+        if "section" in item.metadata:
+            name = item.metadata["section"]
+            sections[item.name] = _read_section(
+                getattr(config, item.name), name, values.get(name, {})
+            )
+    config = replace(config, **sections)
+    for name in dict.fromkeys(where for where, _, _, holder in declared_keys() if holder is Config):
+        config = _read_section(config, name, values.get(name, {}))
 
-    card = CardText()
-    for key in SECTIONS["card"]:
-        if key in card_values:
-            card = replace(card, **{key: _typed("card", key, card_values[key], str)})
-
-    limits = Limits()
-    if "max_body" in limit_values:
-        limits = replace(limits, max_body=_typed("limits", "max_body", limit_values["max_body"], int))
-    if "rate" in limit_values:
-        rate = _typed("limits", "rate", limit_values["rate"], (int, float))
-        limits = replace(limits, rate=float(rate))
-    if "burst" in limit_values:
-        limits = replace(limits, burst=_typed("limits", "burst", limit_values["burst"], int))
-    for key in ("max_connections", "max_connections_per_source"):
-        if key in limit_values:
-            count: int = _typed("limits", key, limit_values[key], int)
-            limits = replace(limits, **{key: count})  # type: ignore[arg-type]
-    for key in ("idle_timeout", "header_timeout", "body_timeout"):
-        if key in limit_values:
-            seconds = _typed("limits", key, limit_values[key], (int, float))
-            limits = replace(limits, **{key: float(seconds)})  # type: ignore[arg-type]
-    if "trusted_proxies" in limit_values:
-        limits = replace(limits, trusted_proxies=_networks(limit_values["trusted_proxies"]))
-
-    if "socket" in operator_values:
-        config = replace(
-            config,
-            operator_socket=_typed("operator", "socket", operator_values["socket"], str),
-        )
-    if "http" in operator_values:
-        config = replace(
-            config, operator_http=_typed("operator", "http", operator_values["http"], str)
-        )
-
-    websocket_values = values.get("websocket", {})
-    config = replace(
-        config,
-        websocket=_websocket_options(websocket_values),
-        auth=_submitter_auth(values.get("auth", {})),
-        notify=_notify(values.get("notify", {})),
-    )
-    config = _metrics(config, values.get("metrics", {}))
-    config = replace(config, grpc=_grpc_options(values.get("grpc", {})))
     if grpc:
         config = replace(config, grpc=replace(config.grpc, listen=tuple(grpc)))
-    if "listen" in websocket_values:
-        config = replace(
-            config, ws=_strings("websocket", "listen", websocket_values["listen"])
-        )
     if ws:
         config = replace(config, ws=tuple(ws))
-
-    store_values = values.get("store", {})
-    if store_values.get("url") is not None:
-        url = _typed("store", "url", store_values["url"], str)
-        config = replace(config, store_url=url or None)
     if store_url is not None:
         config = replace(config, store_url=store_url or None)
-
     if data_dir is not None:
         config = replace(config, data_dir=data_dir)
     if operator_socket is not None:
@@ -338,41 +301,4 @@ def build_config(
         config = replace(config, http=tuple(http))
     if public_url is not None:
         config = replace(config, public_url=public_url or None)
-    config = replace(config, card=card, limits=limits)
     return validate(config)
-
-
-def _metrics(config: Config, values: dict[str, Any]) -> Config:
-    """C{config} with C{[metrics]} read from C{values}."""
-    if "listen" in values:
-        listen = _typed("metrics", "listen", values["listen"], str)
-        config = replace(config, metrics_listen=listen)
-    return config
-
-
-def _grpc_options(values: dict[str, Any]) -> GRPCOptions:
-    """C{[grpc]} read from C{values} (checked by L{validate})."""
-    options = GRPCOptions()
-    if "listen" in values:
-        listen = values["listen"]
-        if isinstance(listen, (str, int)) and not isinstance(listen, bool):
-            listen = [listen]
-        if not isinstance(listen, list) or not all(
-            isinstance(v, (str, int)) and not isinstance(v, bool) for v in listen
-        ):
-            raise ConfigError(
-                '[grpc] listen must be a list of gRPC addresses, for example: '
-                'listen = ["50051"] (127.0.0.1:50051)'
-            )
-        options = replace(options, listen=tuple(str(v) for v in listen))
-    for key in ("private_key", "certificate"):
-        if key in values:
-            options = replace(options, **{key: _typed("grpc", key, values[key], str)})  # type: ignore[arg-type]
-    for key in ("workers", "max_calls_per_source"):
-        if key in values:
-            options = replace(options, **{key: _typed("grpc", key, values[key], int)})  # type: ignore[arg-type]
-    for key in ("grace", "max_connection_age", "keepalive"):
-        if key in values:
-            seconds = float(_typed("grpc", key, values[key], (int, float)))
-            options = replace(options, **{key: seconds})  # type: ignore[arg-type]
-    return options

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 
@@ -31,20 +31,51 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Key:
+    """
+    Where a field of the configuration is read from in the TOML file. Each
+    key is declared once, by its field (L{key}), which also gives its type,
+    its default and (in its class's docstring) its documentation; the keys
+    of each section (L{SECTIONS}), their reading, and the defaults that
+    error messages quote are derived from the fields (L{declared_keys}).
+
+    @ivar name: The key's name; empty: the field's own.
+    @ivar section: The key's section; empty: the section of the dataclass
+        that holds the field (see L{section}).
+    @ivar read: How its TOML value is read where the field's type does not
+        say (a reader of L{beacon.config._reading}); empty: by the type.
+    """
+
+    name: str = ""
+    section: str = ""
+    read: str = ""
+
+
+def key(default: Any, name: str = "", *, section: str = "", read: str = "") -> Any:
+    """A field read from the TOML key C{name} (see L{Key}); C{default} when absent."""
+    return field(default=default, metadata={"key": Key(name, section, read)})
+
+
+def section(name: str, holder: type) -> Any:
+    """A field of L{Config} holding the dataclass C{holder} of the section C{[name]}."""
+    return field(default_factory=holder, metadata={"section": name})
+
+
+@dataclass(frozen=True)
 class CardText:
     """
     The operator's words on the card (C{[card]} in the configuration).
     """
 
-    name: str = "Beacon"
-    description: str = (
+    name: str = key("Beacon")
+    description: str = key(
         "An inbox read by people. Submit a message and get a receipt; "
         "a person reviews it. Beacon never replies on its own, never contacts "
         "you and never resolves a URL you send."
     )
-    provider_organization: str = ""
-    provider_url: str = ""
-    documentation_url: str = ""
+    provider_organization: str = key("")
+    provider_url: str = key("")
+    documentation_url: str = key("")
 
 
 #: Defaults of C{[websocket]} (a2a-rust's binding; the caps and the idle timeout
@@ -90,14 +121,14 @@ class WebSocketOptions:
         read, before the stream is ended as lagged.
     """
 
-    allowed_origins: tuple[str, ...] = ()
-    require_origin: bool = False
-    max_message: int = DEFAULT_MAX_MESSAGE
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    max_connections: int = DEFAULT_WS_MAX_CONNECTIONS
-    max_connections_per_source: int = DEFAULT_WS_MAX_CONNECTIONS_PER_SOURCE
-    idle_timeout: float = DEFAULT_WS_IDLE_TIMEOUT
+    allowed_origins: tuple[str, ...] = key(())
+    require_origin: bool = key(False)
+    max_message: int = key(DEFAULT_MAX_MESSAGE)
+    max_in_flight: int = key(DEFAULT_MAX_IN_FLIGHT)
+    handshake_timeout: float = key(DEFAULT_HANDSHAKE_TIMEOUT)
+    max_connections: int = key(DEFAULT_WS_MAX_CONNECTIONS)
+    max_connections_per_source: int = key(DEFAULT_WS_MAX_CONNECTIONS_PER_SOURCE)
+    idle_timeout: float = key(DEFAULT_WS_IDLE_TIMEOUT)
     frame_timeout: float = DEFAULT_FRAME_TIMEOUT
     stream_queue: int = DEFAULT_STREAM_QUEUE
 
@@ -117,8 +148,8 @@ class Auth:
         (C{Authorization: Bearer}).
     """
 
-    api_keys: tuple[str, ...] = ()
-    bearer_tokens: tuple[str, ...] = ()
+    api_keys: tuple[str, ...] = key(())
+    bearer_tokens: tuple[str, ...] = key(())
 
     def __post_init__(self) -> None:
         """
@@ -151,15 +182,17 @@ class Limits:
     @ivar max_connections_per_source: Open connections per source address.
     """
 
-    max_body: int = DEFAULT_MAX_BODY
-    rate: float = 2.0
-    burst: int = 20
-    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT
-    body_timeout: float = DEFAULT_BODY_TIMEOUT
-    max_connections: int = 4096
-    max_connections_per_source: int = 256
+    max_body: int = key(DEFAULT_MAX_BODY)
+    rate: float = key(2.0)
+    burst: int = key(20)
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = key(
+        (), read="networks"
+    )
+    idle_timeout: float = key(DEFAULT_IDLE_TIMEOUT)
+    header_timeout: float = key(DEFAULT_HEADER_TIMEOUT)
+    body_timeout: float = key(DEFAULT_BODY_TIMEOUT)
+    max_connections: int = key(4096)
+    max_connections_per_source: int = key(256)
 
     def site_options(self) -> dict[str, Any]:
         """The keyword arguments of a L{BeaconSite} these limits describe."""
@@ -216,14 +249,14 @@ class GRPCOptions:
     @ivar certificate_pem: The certificate read from C{certificate}.
     """
 
-    listen: tuple[str, ...] = ()
-    private_key: str = ""
-    certificate: str = ""
-    workers: int = DEFAULT_GRPC_WORKERS
-    grace: float = DEFAULT_GRPC_GRACE
-    max_calls_per_source: int = DEFAULT_GRPC_CALLS_PER_SOURCE
-    max_connection_age: float = DEFAULT_GRPC_CONNECTION_AGE
-    keepalive: float = DEFAULT_GRPC_KEEPALIVE
+    listen: tuple[str, ...] = key((), read="grpc_listen")
+    private_key: str = key("")
+    certificate: str = key("")
+    workers: int = key(DEFAULT_GRPC_WORKERS)
+    grace: float = key(DEFAULT_GRPC_GRACE)
+    max_calls_per_source: int = key(DEFAULT_GRPC_CALLS_PER_SOURCE)
+    max_connection_age: float = key(DEFAULT_GRPC_CONNECTION_AGE)
+    keepalive: float = key(DEFAULT_GRPC_KEEPALIVE)
     key_pem: bytes = field(default=b"", repr=False)
     certificate_pem: bytes = field(default=b"", repr=False)
 
@@ -275,17 +308,17 @@ class Notify:
     @ivar smtp_ca: The PEM certificates read from C{smtp_ca_file}.
     """
 
-    command: tuple[str, ...] = ()
-    interval: float = DEFAULT_NOTIFY_INTERVAL
-    timeout: float = DEFAULT_NOTIFY_TIMEOUT
-    include_content: bool = False
-    smtp: str = ""
-    mail_from: str = ""
-    mail_to: tuple[str, ...] = ()
-    smtp_user: str = ""
-    smtp_password_file: str = ""
+    command: tuple[str, ...] = key((), read="command")
+    interval: float = key(DEFAULT_NOTIFY_INTERVAL)
+    timeout: float = key(DEFAULT_NOTIFY_TIMEOUT)
+    include_content: bool = key(False)
+    smtp: str = key("")
+    mail_from: str = key("")
+    mail_to: tuple[str, ...] = key((), read="mail_to")
+    smtp_user: str = key("")
+    smtp_password_file: str = key("")
     smtp_password: str = field(default="", repr=False)
-    smtp_ca_file: str = ""
+    smtp_ca_file: str = key("")
     smtp_ca: tuple[bytes, ...] = field(default=(), repr=False)
 
     @property
@@ -347,23 +380,23 @@ class Config:
         off by default.
     """
 
-    data_dir: str = DEFAULT_DATA_DIR
-    http: tuple[str, ...] = DEFAULT_HTTP
-    public_url: str | None = None
-    access_log: bool = False
-    direct: bool = True
-    cors_origins: tuple[str, ...] = ()
-    card: CardText = field(default_factory=CardText)
-    limits: Limits = field(default_factory=Limits)
-    operator_socket: str | None = None
-    operator_http: str = ""
-    store_url: str | None = None
-    ws: tuple[str, ...] = ()
-    websocket: WebSocketOptions = field(default_factory=WebSocketOptions)
-    auth: Auth = field(default_factory=lambda: Auth())
-    notify: Notify = field(default_factory=Notify)
-    metrics_listen: str = ""
-    grpc: GRPCOptions = field(default_factory=GRPCOptions)
+    data_dir: str = key(DEFAULT_DATA_DIR, "data", section="server")
+    http: tuple[str, ...] = key(DEFAULT_HTTP, section="server", read="endpoints")
+    public_url: str | None = key(None, section="server", read="optional")
+    access_log: bool = key(False, section="server")
+    direct: bool = key(True, section="server")
+    cors_origins: tuple[str, ...] = key((), section="server")
+    card: CardText = section("card", CardText)
+    limits: Limits = section("limits", Limits)
+    operator_socket: str | None = key(None, "socket", section="operator", read="str")
+    operator_http: str = key("", "http", section="operator")
+    store_url: str | None = key(None, "url", section="store", read="optional")
+    ws: tuple[str, ...] = key((), "listen", section="websocket")
+    websocket: WebSocketOptions = section("websocket", WebSocketOptions)
+    auth: Auth = section("auth", Auth)
+    notify: Notify = section("notify", Notify)
+    metrics_listen: str = key("", "listen", section="metrics")
+    grpc: GRPCOptions = section("grpc", GRPCOptions)
 
     @property
     def socket_path(self) -> str | None:
@@ -382,64 +415,37 @@ class Config:
         return os.path.join(self.data_dir, "operator-http.json")
 
 
-SECTIONS: dict[str, set[str]] = {
-    "server": {"data", "http", "public_url", "access_log", "cors_origins", "direct"},
-    "card": {
-        "name",
-        "description",
-        "provider_organization",
-        "provider_url",
-        "documentation_url",
-    },
-    "limits": {
-        "max_body",
-        "rate",
-        "burst",
-        "trusted_proxies",
-        "idle_timeout",
-        "header_timeout",
-        "body_timeout",
-        "max_connections",
-        "max_connections_per_source",
-    },
-    "operator": {"socket", "http"},
-    "store": {"url"},
-    "websocket": {
-        "listen",
-        "allowed_origins",
-        "require_origin",
-        "max_message",
-        "max_in_flight",
-        "handshake_timeout",
-        "max_connections",
-        "max_connections_per_source",
-        "idle_timeout",
-    },
-    "auth": {"api_keys", "bearer_tokens"},
-    "notify": {
-        "command",
-        "interval",
-        "timeout",
-        "include_content",
-        "smtp",
-        "mail_from",
-        "mail_to",
-        "smtp_user",
-        "smtp_password_file",
-        "smtp_ca_file",
-    },
-    "metrics": {"listen"},
-    "grpc": {
-        "listen",
-        "private_key",
-        "certificate",
-        "workers",
-        "grace",
-        "max_calls_per_source",
-        "max_connection_age",
-        "keepalive",
-    },
-}
+def declared_keys() -> Iterator[tuple[str, str, Field[Any], Any]]:
+    """
+    Every key of the configuration, in the order of its fields: its
+    section, its name, its field, and the dataclass holding the field
+    (L{Config} or the dataclass of a section).
+    """
+    for outer in fields(Config):
+        if "section" in outer.metadata:
+            holder = outer.default_factory
+            for inner in fields(holder):  # type: ignore[arg-type]
+                declared: Key | None = inner.metadata.get("key")
+                if declared is not None:
+                    name = outer.metadata["section"]
+                    yield declared.section or name, declared.name or inner.name, inner, holder
+        elif "key" in outer.metadata:
+            declared = outer.metadata["key"]
+            yield declared.section, declared.name or outer.name, outer, Config
+
+
+def default_of(item: Field[Any]) -> Any:
+    """A field's default value."""
+    if item.default is not MISSING:
+        return item.default
+    factory: Any = item.default_factory
+    return factory()
+
+
+#: The keys each section of the TOML file takes (derived from the fields).
+SECTIONS: dict[str, set[str]] = {}
+for _section, _name, _, _ in declared_keys():
+    SECTIONS.setdefault(_section, set()).add(_name)
 
 
 def smtp_server(url: str) -> tuple[bool, str, int]:
