@@ -317,11 +317,10 @@ def test_a_source_over_its_rate_is_refused_as_twisted_web_would(
     origin = b"Origin: https://app.example\r\n" if server else b""
     reads = [post(SEND), request_bytes.replace(b"\r\n\r\n", b"\r\n" + origin + b"\r\n", 1)]
     direct_server = Server(direct=True, **limited)
-    _direct._answers.clear()
     direct, channel, _ = direct_server.exchange(*reads, reads[1])
     # The JSON-RPC endpoint's 429 without CORS came from the head, made once.
     head_answered = status == 429 and not server and b"/a2a/v1" in request_bytes.split(b"\r\n")[0]
-    assert bool(_direct._answers) == head_answered
+    assert bool(direct_server.site.direct_caches.answers) == head_answered
     web_server = Server(direct=False, **limited)
     web, _, _ = web_server.exchange(*reads, reads[1])
     assert channel.http is None
@@ -991,11 +990,11 @@ def test_a_head_read_again_reads_as_the_first_time(block: bytes, expected: Any) 
     same from what was kept the second time (the values are tuples, which
     no request can change for the next).
     """
-    _direct._heads.clear()
+    caches = _direct.DirectCaches()
+    assert caches.head(block) == expected
+    assert (block in caches.heads) == (len(block) <= _direct.HEAD_KEPT_SIZE)
+    assert caches.head(block) == expected
     assert _direct.read_head(block) == expected
-    assert (block in _direct._heads) == (len(block) <= _direct.HEAD_KEPT_SIZE)
-    assert _direct.read_head(block) == expected
-    assert _direct._read_head(block) == expected
 
 
 def test_only_short_heads_are_kept_and_only_so_many() -> None:
@@ -1004,15 +1003,15 @@ def test_only_short_heads_are_kept_and_only_so_many() -> None:
     once MAX_HEADS blocks are kept, they are all forgotten before the next
     is kept, so that what is kept stays bounded whatever a client sends.
     """
-    _direct._heads.clear()
+    caches = _direct.DirectCaches()
     long_block = b"Host: x\r\nA: " + b"b" * _direct.HEAD_KEPT_SIZE + b"\r\n"
-    assert _direct.read_head(long_block) is not None
-    assert _direct._heads == {}
+    assert caches.head(long_block) is not None
+    assert caches.heads == {}
     blocks = [b"Host: x\r\nContent-Length: %d\r\n" % n for n in range(_direct.MAX_HEADS + 1)]
     for n, block in enumerate(blocks):
-        assert _direct.read_head(block) == ({b"host": (b"x",), b"content-length": (b"%d" % n,)}, n, False)
-        assert len(_direct._heads) <= _direct.MAX_HEADS
-    assert list(_direct._heads) == [blocks[-1]]
+        assert caches.head(block) == ({b"host": (b"x",), b"content-length": (b"%d" % n,)}, n, False)
+        assert len(caches.heads) <= _direct.MAX_HEADS
+    assert list(caches.heads) == [blocks[-1]]
 
 
 def test_requests_with_one_head_answer_as_twisted_web_would() -> None:
@@ -1020,10 +1019,13 @@ def test_requests_with_one_head_answer_as_twisted_web_would() -> None:
     The same head sent again on a connection, and on another, is answered
     from what was kept of it, as twisted.web answers every time.
     """
-    _direct._heads.clear()
     requests = post(SEND) * 3
-    direct, channel, _ = Server(direct=True).exchange(requests)
-    again, _, _ = Server(direct=True).exchange(requests)
+    server = Server(direct=True)
+    direct, channel, _ = server.exchange(requests)
+    # The site's channels share what is kept: the second connection reads it.
+    assert len(server.site.direct_caches.heads) == 1
+    again, _, _ = server.exchange(requests)
+    assert len(server.site.direct_caches.heads) == 1
     web, _, _ = Server(direct=False).exchange(requests)
     assert channel.http is None
     assert comparable(direct) == comparable(again) == comparable(web)

@@ -129,14 +129,15 @@ class DirectSite(TypingProtocol):
     refusals: Any
     turn_requests: int
     ledger: Any
+    direct_caches: DirectCaches
 
 
 _JSON_CONTENT = ((b"Content-Type", JSON_TYPE),)
 
-#: How many whole answers of L{IHeadGate}s (and 413s) the direct channel keeps made
-#: (each for the second of its C{Date}: a few per answer a flood repeats).
+#: How many whole answers of L{IHeadGate}s (and 413s) the direct channels
+#: of a site keep made (each for the second of its C{Date}: a few per answer
+#: a flood repeats).
 MAX_ANSWERS = 64
-_answers: dict[tuple[Any, ...], bytes] = {}
 
 
 #: A request head's field lines as the direct channel reads them: the
@@ -148,7 +149,54 @@ Head = tuple[dict[bytes, tuple[bytes, ...]], int | None, bool]
 #: many are kept: at most 256 KiB in all.
 HEAD_KEPT_SIZE = 1024
 MAX_HEADS = 256
-_heads: dict[bytes, Head | None] = {}
+
+
+class DirectCaches:
+    """
+    What the direct channels of one site keep made, each bounded: the
+    reading of the request heads their clients send again and again
+    (L{head}), and the whole answers given from a head (L{answers},
+    L{keep_answer}). A
+    L{BeaconSite<beacon.bindings._site.BeaconSite>} owns one, which its
+    channels share.
+
+    @ivar heads: Field blocks and their reading (L{read_head}).
+    @ivar answers: The bytes of answers given from a head, by what makes
+        them (status, headers, body, the second's C{Date}, closing or not,
+        the method).
+    """
+
+    def __init__(self) -> None:
+        self.heads: dict[bytes, Head | None] = {}
+        self.answers: dict[tuple[Any, ...], bytes] = {}
+
+    def head(self, block: bytes) -> Head | None:
+        """
+        L{read_head}C{(block)}, kept: a client sends the same head, or a
+        few, again and again (its C{Content-Length} aside), so the reading
+        of a block of at most L{HEAD_KEPT_SIZE} bytes is kept, for at most
+        L{MAX_HEADS} blocks, and read again only once the blocks kept are
+        forgotten. The values are tuples, shared by every request with
+        that head.
+        """
+        heads = self.heads
+        kept = heads.get(block, heads)
+        if kept is not heads:
+            return kept  # type: ignore[return-value]
+        head = read_head(block)
+        if len(block) <= HEAD_KEPT_SIZE:
+            if len(heads) >= MAX_HEADS:
+                heads.clear()
+            heads[block] = head
+        return head
+
+    def keep_answer(self, key: tuple[Any, ...], response: bytes) -> bytes:
+        """Keep C{response} as the answer C{key} names (at most L{MAX_ANSWERS} are kept); return it."""
+        answers = self.answers
+        if len(answers) >= MAX_ANSWERS:
+            answers.clear()
+        answers[key] = response
+        return response
 
 
 def read_head(block: bytes) -> Head | None:
@@ -158,26 +206,9 @@ def read_head(block: bytes) -> Head | None:
     may answer a request with them: plain lines (L{field_lines}, strict), at
     most L{MAX_HEADERS}, exactly one C{Host}, no C{Transfer-Encoding},
     C{Expect} or C{Upgrade}, at most one C{Content-Length} of digits only;
-    otherwise None (the request is handed over).
-
-    A client sends the same head, or a few, again and again (its
-    C{Content-Length} aside): the reading of a block of at most
-    L{HEAD_KEPT_SIZE} bytes is kept, for at most L{MAX_HEADS} blocks, and
-    read again only once the blocks kept are forgotten. The values are
-    tuples, shared by every request with that head.
+    otherwise None (the request is handed over). Read every time: the
+    channels read through their site's L{DirectCaches.head}.
     """
-    kept = _heads.get(block, _heads)
-    if kept is not _heads:
-        return kept  # type: ignore[return-value]
-    head = _read_head(block)
-    if len(block) <= HEAD_KEPT_SIZE:
-        if len(_heads) >= MAX_HEADS:
-            _heads.clear()
-        _heads[block] = head
-    return head
-
-
-def _read_head(block: bytes) -> Head | None:
     lines = field_lines(block, strict=True)
     if lines is None or len(lines) > MAX_HEADERS:
         return None
@@ -226,6 +257,7 @@ class DirectChannel(Protocol):
             no longer.
         """
         self._site = site
+        self._caches = site.direct_caches
         self._release = release
         self._clock = site.reactor
         self._fallback = fallback
@@ -416,7 +448,7 @@ class DirectChannel(Protocol):
         if line is None:
             self._hand_over()
             return False
-        head = read_head(buffer[line_end + 2 : end + 2])
+        head = self._caches.head(buffer[line_end + 2 : end + 2])
         if head is None:
             self._hand_over()
             return False
@@ -524,13 +556,10 @@ class DirectChannel(Protocol):
         """
         code, headers, body = answer
         key = (code, headers, body, self.date(), close, method)
-        response = _answers.get(key)
+        response = self._caches.answers.get(key)
         if response is None:
             made = DirectRequest(self, method, b"", b"", None, {}, b"", close, [])
-            response = made.response(code, headers, body)
-            if len(_answers) >= MAX_ANSWERS:
-                _answers.clear()
-            _answers[key] = response
+            response = self._caches.keep_answer(key, made.response(code, headers, body))
         return response
 
     def request_done(self, request: DirectRequest, close: bool) -> None:
@@ -728,4 +757,4 @@ class DirectChannel(Protocol):
             self._idle = None
 
 
-__all__ = ["DISCARD_MAX", "DirectChannel", "read_head"]
+__all__ = ["DISCARD_MAX", "DirectCaches", "DirectChannel", "read_head"]

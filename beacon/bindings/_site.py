@@ -20,7 +20,7 @@ from twisted.web import http, server
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
-from beacon.bindings._direct import DirectChannel
+from beacon.bindings._direct import DirectCaches, DirectChannel
 from beacon.bindings._direct_request import IDirectRequest
 from beacon.bindings._edge import (
     MAX_HEADERS,
@@ -460,6 +460,9 @@ class BeaconSite(server.Site):
         self._by_source: dict[str, int] = {}
         self._refusing: set[str] = set()
         self.direct = direct and self.direct_default and not access_log
+        #: What this site's direct channels keep made (heads read, answers
+        #: given from a head).
+        self.direct_caches = DirectCaches()
         #: This listener's refusals (the public site shares its
         #: L{TransportLimits}' when Beacon's metrics are on).
         self.refusals = Refusals()
