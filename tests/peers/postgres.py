@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -292,7 +291,7 @@ class PrivateCluster:
                 "-w", "-t", str(int(CLUSTER_TIMEOUT)), "-o", options, "start",
             )
             if done.returncode == 0:
-                wait_until_ready(url=self.url)
+                # pg_ctl -w returned once the server accepts connections.
                 return
             log = self.log()
             if "could not bind" not in log and "Address already in use" not in log:
@@ -349,21 +348,3 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def wait_until_ready(timeout: float = CLUSTER_TIMEOUT, url: str = ADMIN_URL) -> None:
-    """
-    Poll (bounded, short intervals) until PostgreSQL accepts a connection.
-
-    @raises AssertionError: If it does not within C{timeout} seconds.
-    """
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            psycopg.connect(url, connect_timeout=2).close()
-            return
-        except psycopg.Error as e:
-            last = e
-            time.sleep(0.1)
-    raise AssertionError(f"PostgreSQL did not come back within {timeout}s: {last}")
