@@ -327,7 +327,7 @@ def format_json(event: LogEvent) -> str | None:
     C{event} as one line of JSON (newline-terminated), for log shippers::
 
         {"time": "2026-12-01T18:59:29.123456Z", "level": "warn",
-         "namespace": "beacon.bindings._http", "event": "http.too_large",
+         "namespace": "beacon.bindings.http._jsonrpc", "event": "http.too_large",
          "message": "http.too_large: refused a request body over 65536 bytes from 192.0.2.7",
          "fields": {"limit": 65536, "source": "192.0.2.7"}}
 

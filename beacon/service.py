@@ -31,13 +31,13 @@ from beacon.bindings.http import (
     TransportLimits,
     public_resources,
 )
-from beacon.bindings.limits import Ledger, RateLimiter, SourceResolver
+from beacon.bindings.admission import Ledger, RateLimiter, SourceResolver
 from beacon.config import Config, ConfigError, validate
 from beacon.errors import StartupError
 from beacon.heap import HeapFreeze
 from beacon.listeners import Listeners, derive_public_url
 from beacon.monitoring import Monitoring
-from beacon.bindings.unix import (
+from beacon.bindings.operator import (
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
@@ -53,7 +53,7 @@ from beacon.bindings.http import (
     PreparedDocument,
     RESTResource,
 )
-from beacon.bindings.native import NativeResources
+from beacon.bindings.http import NativeResources
 from beacon.bindings.websocket import WebSocketFactory, WebSocketResource, WebSocketService
 from beacon.notify import (
     CommandChannel,
@@ -411,6 +411,24 @@ class DiscoveryFile(Service):
             os.unlink(self.path)
 
 
+def operator_site(
+    root: Resource, config: Config, reactor: IBeaconReactor, ledger: Ledger | None = None
+) -> BeaconSite:
+    """
+    The site of an operator door: twisted.web's channel from the first
+    byte. The direct channel would only read each request's head to hand
+    it over (the doors' resources are twisted.web's: the card, JSON-RPC
+    with its event streams, the bearer gate), which costs a connection
+    about 6 % more instructions than twisted.web alone (one ``review
+    list`` a connection, measured with callgrind).
+    """
+    site = BeaconSite(root, clock=reactor, direct=False, **config.limits.site_options())
+    site.noisy = False
+    if ledger is not None:
+        site.ledger = ledger
+    return site
+
+
 def _add_operator_doors(
     root: MultiService,
     config: Config,
@@ -438,22 +456,14 @@ def _add_operator_doors(
                 EXTENSION_DECLARATIONS,
             ),
         )
-        site = BeaconSite(door.root, clock=reactor, **config.limits.site_options())
-        site.noisy = False
-        if ledger is not None:
-            site.ledger = ledger
+        site = operator_site(door.root, config, reactor, ledger)
         if monitoring is not None:
             monitoring.operator("operator_socket", site, door.root)
         OperatorSocket(reactor, absolute, PeerCheckedFactory(site, absolute)).setServiceParent(root)
     if config.operator_http:
         token = new_token()
         door = operator_door(policy, reactor, source=lambda request: "bearer")
-        site = BeaconSite(
-            BearerGate(door.root, token), clock=reactor, **config.limits.site_options()
-        )
-        site.noisy = False
-        if ledger is not None:
-            site.ledger = ledger
+        site = operator_site(BearerGate(door.root, token), config, reactor, ledger)
         if monitoring is not None:
             monitoring.operator("operator_http", site, door.root)
         discovery = DiscoveryFile(config.operator_discovery_file, token)

@@ -57,8 +57,8 @@ from twisted.logger import globalLogBeginner
 from twisted.python.failure import Failure
 from twisted.python.threadable import registerAsIOThread
 
-from beacon.bindings._edge import Container
-from beacon.bindings._site import BeaconSite
+from beacon.bindings.admission._edge import Container
+from beacon.bindings.http._site import BeaconSite
 from beacon.config import build_config
 from beacon.logs import text_file_observer
 from beacon.service import beacon_resources

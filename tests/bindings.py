@@ -88,7 +88,7 @@ from beacon.bindings.grpc import (
     status_of,
 )
 from beacon.bindings.http import BeaconSite, Container
-from beacon.bindings.unix import BearerGate, PeerCheckedFactory, new_token
+from beacon.bindings.operator import BearerGate, PeerCheckedFactory, new_token
 from beacon.bindings.websocket import STREAM_COMPLETE, WebSocketService
 from beacon.config import Config, build_config
 from beacon.intake import OperatorPolicy, PublicPolicy, schema_validator

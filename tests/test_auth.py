@@ -21,7 +21,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 
-from beacon.bindings._auth import SubmitterAuth, bearer_token, credential_digest
+from beacon.bindings.admission._auth import SubmitterAuth, bearer_token, credential_digest
 from beacon.config import ConfigError, build_config
 from beacon.intake import CardText, public_card
 from beacon.service import beacon_resources

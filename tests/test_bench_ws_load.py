@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from beacon.bindings._ws_frames import text_frame, unmask
+from beacon.bindings.websocket._frames import text_frame, unmask
 
 WS_LOAD = Path(__file__).resolve().parent.parent / "bench" / "ws_load.py"
 

@@ -174,6 +174,16 @@ def test_dockerfile_installs_this_package_from_the_source_tree() -> None:
     assert (ROOT / "twisted" / "plugins" / "beacon_plugin.py").exists()
 
 
+def test_setup_cfg_lists_every_package() -> None:
+    """A built distribution holds every package of beacon/: setup.cfg's list names each folder with an __init__.py, and nothing else."""
+    listed = {name for name in setup_cfg()["options"]["packages"].split() if name.startswith("beacon")}
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "beacon").rglob("__init__.py")
+    }
+    assert listed == found, (sorted(found - listed), sorted(listed - found))
+
+
 def test_dockerfile_entry_point_matches_the_package() -> None:
     """The entry point is twistd running the beacon plugin (the tapname this package registers) in the foreground, with CMD options it accepts; the data directory is the volume; the user is not root; the base is a slim Python the package supports."""
     (entrypoint,) = instruction("ENTRYPOINT")

@@ -1,5 +1,5 @@
 """
-The direct channel (L{beacon.bindings._direct}): what it answers is what
+The direct channel (L{beacon.bindings.http._direct}): what it answers is what
 twisted.web answers, byte for byte but the Date; it hands anything that is
 not plain to twisted.web, after the request in flight; it keeps answers in
 order, bounds what it buffers, stops reading while the peer does not read,
@@ -35,14 +35,14 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings import _direct
-from beacon.bindings._direct import DISCARD_MAX, DirectChannel
-from beacon.bindings._direct_request import IDirectResource, direct_resource
-from beacon.bindings._edge import MAX_HEAD, error_body
-from beacon.bindings._edge import Container
-from beacon.bindings._site import BeaconSite
+from beacon.bindings.http import _direct
+from beacon.bindings.http._direct import DISCARD_MAX, DirectChannel
+from beacon.bindings.http._direct_request import IDirectResource, direct_resource
+from beacon.bindings.admission._edge import MAX_HEAD, error_body
+from beacon.bindings.admission._edge import Container
+from beacon.bindings.http._site import BeaconSite
 from beacon.throttle import LogThrottle
-from beacon.bindings.refusals import MAX_LOGGED_SOURCES, Refusals
+from beacon.bindings.admission._refusals import MAX_LOGGED_SOURCES, Refusals
 from beacon.config import DEFAULT_MAX_BODY, build_config
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
@@ -332,10 +332,11 @@ def test_a_source_over_its_rate_is_refused_as_twisted_web_would(
     assert len(direct_server.store.submissions) == len(web_server.store.submissions) == 1
 
 
-def test_a_check_from_the_head_takes_no_token() -> None:
+def test_a_request_admitted_from_its_head_takes_one_token() -> None:
     """
-    A source with tokens left is not answered from the head: its requests
-    are rendered, and each takes one token, once.
+    A source with tokens left is admitted from the head (its token taken
+    there) and its requests are rendered without a second check: each
+    takes one token, once.
     """
     server = Server(direct=True, limits={"rate": 1, "burst": 3})
     answers, _, _ = server.exchange(post(SEND), post(SEND), post(SEND), post(SEND))

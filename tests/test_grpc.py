@@ -31,7 +31,7 @@ from twisted.internet.threads import deferToThread
 
 from beacon.bindings.grpc import GRPCCalls, GRPCServer, peer_address
 from beacon.bindings.http import SubmitterAuth, TransportLimits, credential_digest
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.config import ConfigError, build_config
 from beacon.errors import StartupError
 from beacon.proto import a2a_pb2, a2a_pb2_grpc

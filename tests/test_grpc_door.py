@@ -31,7 +31,7 @@ from beacon.bindings.grpc import (
     connection_options,
 )
 from beacon.bindings.http import SubmitterAuth, TransportLimits, credential_digest
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.config import build_config
 from beacon.proto import a2a_pb2, a2a_pb2_grpc
 from beacon.protocol import Dispatcher

@@ -29,8 +29,8 @@ from beacon.bindings.http import (
     TransportLimits,
     public_resources,
 )
-from beacon.bindings._direct import DirectChannel
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.http._direct import DirectChannel
+from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.intake import CardText, PublicPolicy, public_card, schema_validator
 from beacon.protocol import Dispatcher
 from beacon.testing import MemoryStore

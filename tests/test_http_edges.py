@@ -355,7 +355,7 @@ def test_nul_in_a_native_submission_is_invalid_submission(document: dict[str, An
 
 def test_websocket_refusals_have_their_reason_phrases() -> None:
     """Every status a refused upgrade is answered with reads RFC 9110's phrase (426 Upgrade Required, 429 Too Many Requests)."""
-    from beacon.bindings._ws_errors import STATUS, Refusal
+    from beacon.bindings.websocket._errors import STATUS, Refusal
 
     phrases = {
         400: b"Bad Request", 403: b"Forbidden", 426: b"Upgrade Required",
@@ -390,7 +390,7 @@ def test_both_requests_provide_the_direct_request_interface() -> None:
     from zope.interface import implementer
     from zope.interface.verify import verifyObject
 
-    from beacon.bindings._edge import Container
+    from beacon.bindings.admission._edge import Container
     from beacon.bindings.http import BeaconSite, IDirectRequest, IDirectResource
 
     seen: list[Any] = []
@@ -437,7 +437,7 @@ def test_a_refusal_body_is_made_once_and_the_memo_stays_bounded() -> None:
     """
     from twisted.web.test.requesthelper import DummyRequest
 
-    from beacon.bindings import _edge
+    from beacon.bindings.admission import _edge
 
     def refused(message: str) -> bytes:
         return _edge.refuse(

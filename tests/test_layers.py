@@ -236,11 +236,64 @@ def test_no_room_uses_another_rooms_private_names() -> None:
     assert wrong == [], "\n".join(wrong)
 
 
+#: The wings of beacon.bindings, from the ground up: the shared admission,
+#: then the bindings, which import the admission and never each other.
+WINGS: list[set[str]] = [
+    {"beacon.bindings.admission"},
+    {"beacon.bindings.http", "beacon.bindings.websocket", "beacon.bindings.grpc", "beacon.bindings.operator"},
+]
+
+
+def _wing(module: str) -> str | None:
+    """The wing of a module of beacon.bindings (None for the package's own face)."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) > 2 and parts[1] == "bindings" else None
+
+
+def _wing_floor(wing: str) -> int:
+    for number, wings in enumerate(WINGS):
+        if wing in wings:
+            return number
+    raise AssertionError(f"{wing} is in no wing of the map: add it to WINGS and the docs")
+
+
+def test_every_binding_module_is_in_a_wing() -> None:
+    """beacon.bindings holds wings only: each module is in one that is on the map."""
+    modules = [m for m in _modules() if _room(m) == "beacon.bindings"]
+    assert [m for m in modules if _wing(m) is None] == ["beacon.bindings"]
+    for module in modules:
+        if module != "beacon.bindings":
+            _wing_floor(_wing(module) or "")
+
+
+def test_every_arrow_between_wings_points_down_through_a_face() -> None:
+    """
+    A wing imports only the wings below it (the bindings import the shared
+    admission, never each other), and only through their faces.
+    """
+    wrong = []
+    for module, targets in _imports(_modules()).items():
+        wing = _wing(module)
+        if wing is None:
+            continue
+        for target in sorted(targets):
+            other = _wing(target)
+            if other is None or other == wing:
+                continue
+            if _wing_floor(other) >= _wing_floor(wing):
+                wrong.append(f"{module} -> {target} (sideways or up)")
+            if target != other:
+                wrong.append(f"{module} -> {target} (past {other}'s face)")
+    assert wrong == [], "\n".join(wrong)
+
+
 def test_the_checks_find_what_they_look_for() -> None:
     """A circle and an arrow up are found in a graph made to have them."""
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _reach({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, "a") == {"a", "b", "c"}
     assert _floor("beacon.bindings") > _floor("beacon.intake") > _floor("beacon.config") >= _floor("beacon.protocol")
+    assert _wing("beacon.bindings.http._site") == "beacon.bindings.http"
+    assert _wing_floor("beacon.bindings.websocket") > _wing_floor("beacon.bindings.admission")
 
 
 def test_the_reactor_interface_is_checked_at_the_edge() -> None:

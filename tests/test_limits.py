@@ -12,7 +12,7 @@ import pytest
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.task import Clock
 
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.admission import RateLimiter, SourceResolver
 
 
 def test_burst_then_sustained_rate() -> None:
@@ -52,25 +52,6 @@ def test_first_refusal_is_marked_once_per_run() -> None:
     clock.advance(1)
     assert limiter.admit("a").admitted
     assert limiter.admit("a").first_refusal
-
-
-def test_a_check_that_takes_no_token() -> None:
-    """
-    admit(take=False) answers the refusal admitting would give, and leaves
-    a token where there is one: a check before the one that takes it
-    changes nothing.
-    """
-    clock = Clock()
-    limiter = RateLimiter(rate=1, burst=2, clock=clock)
-    assert [limiter.admit("a", take=False).admitted for _ in range(5)] == [True] * 5
-    assert [limiter.admit("a").admitted for _ in range(3)] == [True, True, False]
-    refused = limiter.admit("a", take=False)
-    assert (refused.admitted, refused.first_refusal) == (False, False)
-    assert refused.retry_after == pytest.approx(1.0)
-    clock.advance(1)
-    assert limiter.admit("a", take=False).admitted
-    assert limiter.admit("a").admitted
-    assert not limiter.admit("a", take=False).admitted
 
 
 def test_zero_rate_disables_the_limit() -> None:

@@ -16,7 +16,7 @@ from twisted.logger import formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 
-from beacon.bindings._auth import credential_digest
+from beacon.bindings.admission._auth import credential_digest
 from beacon.config import build_config
 from beacon.intake import EXTENSION_METHODS, REVIEW_EXTENSION, OperatorPolicy
 from beacon.protocol import CallContext, Dispatcher

@@ -386,7 +386,7 @@ def test_websocket_requests_in_flight_and_connections() -> None:
 
 def test_websocket_refusals_are_counted() -> None:
     """Frames refused by the WebSocket binding and refused upgrades count on the public door, by reason."""
-    from beacon.bindings.refusals import Refusals
+    from beacon.bindings.admission._refusals import Refusals
 
     refusals = Refusals()
     for reason in ("RATE_LIMITED", "TOO_LARGE", "UNAUTHENTICATED", "PARSE_ERROR", "INVALID_REQUEST", "IN_FLIGHT_LIMIT", "TASK_NOT_FOUND"):

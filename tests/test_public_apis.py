@@ -49,7 +49,7 @@ PAST_THE_PARENT = {
     # the path is gone or someone else's, and an unlink there would fail,
     # leaving the port open, or remove another process's socket. Twisted
     # has no public way to keep a unix port's path.
-    "beacon.bindings._unix._KeptPathPort": "keeps its path: see OperatorSocket.stopService",
+    "beacon.bindings.operator._doors._KeptPathPort": "keeps its path: see OperatorSocket.stopService",
 }
 #: Underscored names that are public API: the named tuple's methods.
 PUBLIC_UNDERSCORED = frozenset({"_replace", "_asdict", "_fields", "_make"})

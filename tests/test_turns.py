@@ -1,5 +1,5 @@
 """
-Fair turns on the HTTP doors (L{beacon.bindings._turns}): a connection
+Fair turns on the HTTP doors (L{beacon.bindings.admission._turns}): a connection
 begins at most C{TURN_REQUESTS} requests in one turn of the reactor, then
 stops reading until a later turn, on the direct channel and on twisted.web's
 path alike; every other connection is served in between; a connection alone
@@ -18,7 +18,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from beacon.bindings.http import BeaconSite, Container
-from beacon.bindings.limits import MAX_GROWTH, QUIET_SECONDS, TURN_REQUESTS, Ledger, Turns
+from beacon.bindings.admission import MAX_GROWTH, QUIET_SECONDS, TURN_REQUESTS, Ledger, Turns
 from beacon.config import build_config
 from beacon.service import beacon_resources
 from beacon.testing import MemoryStore
@@ -199,7 +199,7 @@ def test_the_doors_of_a_beacon_share_one_ledger(tmp_path: Any) -> None:
     from twisted.internet import reactor
 
     from beacon.bindings.http import BeaconSite as Site
-    from beacon.bindings.unix import PeerCheckedFactory
+    from beacon.bindings.operator import PeerCheckedFactory
     from beacon.bindings.websocket import WebSocketService
     from beacon.listeners import Listeners
     from beacon.service import makeService

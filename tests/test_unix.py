@@ -43,9 +43,9 @@ from twisted.web.server import Site
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
-from beacon.bindings import _unix
+from beacon.bindings.operator import _doors as _unix
 from beacon.bindings.http import BeaconSite
-from beacon.bindings._unix import (
+from beacon.bindings.operator._doors import (
     MAX_SOCKET_PATH,
     BearerGate,
     OperatorSocket,
@@ -1469,3 +1469,21 @@ async def test_socket_that_cannot_be_removed_still_stops_listening(
     (event,) = logged_events.named("a2a.unix.remove_failed")
     assert event["path"] == path
     assert event["reason"] == "Permission denied"
+
+
+def test_an_operator_door_serves_through_twisted_web_from_the_first_byte() -> None:
+    """The operator doors' sites skip the direct channel (it would only hand each connection over): a connection is twisted.web's channel."""
+    from twisted.internet.address import UNIXAddress
+    from twisted.internet.task import Clock
+
+    from beacon.bindings.http import BeaconSite
+    from beacon.bindings.http._site import BeaconHTTPChannel
+    from beacon.config import build_config
+    from beacon.service import operator_site
+
+    site = operator_site(Resource(), build_config({}), Clock())
+    assert isinstance(site, BeaconSite) and not site.noisy
+    channel = site.buildProtocol(UNIXAddress("/tmp/operator.sock"))
+    assert type(channel) is BeaconHTTPChannel
+    public = BeaconSite(Resource(), clock=Clock()).buildProtocol(UNIXAddress("/tmp/operator.sock"))
+    assert type(public) is not BeaconHTTPChannel

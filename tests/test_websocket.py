@@ -31,7 +31,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.test import iosim
 
 from beacon.bindings.http import TransportLimits
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.bindings.websocket import (
     BEACON_DOMAIN,
     WEBSOCKET_BINDING,

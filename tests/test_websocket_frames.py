@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from zope.interface.verify import verifyObject
 
-from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames, unmask
+from beacon.bindings.websocket._frames import AutobahnFrames, IFrameIO, PlainFrames, unmask
 from beacon.bindings.websocket import DEFAULT_MAX_MESSAGE, WebSocketA2AProtocol, WebSocketOptions
 from websocket_support import CAP, VERSION, Server, frame, send_message
 from websocket_support import close_servers, frame_path, pytest_generate_tests  # noqa: F401 (fixtures)

@@ -21,10 +21,10 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 from twisted.logger import formatEvent
 
-import beacon.bindings._ws_protocol as ws
-from beacon.bindings._ws_errors import ID_PREFIX, prefix_id
-from beacon.bindings._ws_log import LOG_TEXT_LIMIT, clip
-from beacon.bindings._ws_protocol import WebSocketA2AProtocol
+import beacon.bindings.websocket._protocol as ws
+from beacon.bindings.websocket._errors import ID_PREFIX, prefix_id
+from beacon.bindings.websocket._log import LOG_TEXT_LIMIT, clip
+from beacon.bindings.websocket._protocol import WebSocketA2AProtocol
 from beacon.bindings.websocket import WebSocketOptions
 from beacon.config import build_config
 from turns import run_turns
@@ -226,7 +226,7 @@ def test_prefix_id(prefix: bytes, expected: Any) -> None:
 )
 def test_the_rate_answer_is_the_error_encoded(request_id: Any, retry_after: float) -> None:
     """The -31429 answer made from its parts is, to the byte, the encoded JSON-RPC error."""
-    from beacon.bindings._ws_errors import rate_answer, rate_error
+    from beacon.bindings.websocket._errors import rate_answer, rate_error
     from beacon.protocol import dumps, failure
 
     assert rate_answer(request_id, retry_after) == dumps(failure(request_id, rate_error(retry_after)))
@@ -250,7 +250,7 @@ def test_prefix_id_reads_plain_prefixes_as_member_by_member(
     members: list[str], request_id: Any, spaces: tuple[str, str], ascii_only: bool, cut: int
 ) -> None:
     """The quick reading of the commonest prefixes gives what reading them member by member gives."""
-    from beacon.bindings._ws_errors import _read_id
+    from beacon.bindings.websocket._errors import _read_id
 
     body = {name: {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage"}[name] for name in members}
     data = json.dumps(body, separators=spaces, ensure_ascii=ascii_only).encode("utf-8")
@@ -294,7 +294,7 @@ def test_per_source_cap(mounted: bool, logged_events: Any) -> None:
 def test_per_source_cap_counts_the_forwarded_source() -> None:
     """Behind a trusted proxy, the cap counts the X-Forwarded-For source, not the proxy."""
     from beacon.bindings.http import TransportLimits
-    from beacon.bindings.limits import RateLimiter, SourceResolver
+    from beacon.bindings.admission import RateLimiter, SourceResolver
     import ipaddress
 
     server = Server(options=WebSocketOptions(max_connections_per_source=2))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from beacon.bindings._edge import field_lines
-from beacon.bindings._ws_parameters import upgrade_lines
+from beacon.bindings.admission._edge import field_lines
+from beacon.bindings.websocket._parameters import upgrade_lines
 from beacon.bindings.websocket import service_parameters
 from websocket_support import VERSION, Server, send_message, server
 from websocket_support import close_servers, frame_path, pytest_generate_tests  # noqa: F401 (fixtures)

@@ -1,5 +1,5 @@
 """
-Fair turns on the WebSocket door (L{beacon.bindings._turns}): one
+Fair turns on the WebSocket door (L{beacon.bindings.admission._turns}): one
 connection works through at most C{TURN_MESSAGES} messages and
 C{TURN_BYTES} bytes of frames in one turn of the reactor, then stops
 reading until a later turn; what it read meanwhile is kept, answered in
@@ -17,7 +17,7 @@ from typing import Any
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
-from beacon.bindings.limits import TURN_BYTES, TURN_MESSAGES
+from beacon.bindings.admission import TURN_BYTES, TURN_MESSAGES
 from beacon.bindings.websocket import WebSocketOptions
 from turns import TurnClock, due, run_turns
 from websocket_support import (  # noqa: F401 (fixtures)

@@ -36,9 +36,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from zope.interface import implementer
 
-from beacon.bindings._auth import SubmitterAuth, credential_digest
+from beacon.bindings.admission._auth import SubmitterAuth, credential_digest
 from beacon.bindings.http import BeaconSite, TransportLimits, public_resources
-from beacon.bindings.limits import RateLimiter, SourceResolver
+from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.bindings.websocket import (
     WebSocketA2AProtocol,
     WebSocketFactory,

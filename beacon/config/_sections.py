@@ -350,7 +350,7 @@ class Config:
     @ivar access_log: Whether the public listeners log a line per request.
     @ivar direct: Whether the public listeners answer plain requests to
         Beacon's own resources on the direct channel (see
-        L{beacon.bindings._direct}) and WebSocket connections read and write
+        L{beacon.bindings.http._direct}) and WebSocket connections read and write
         plain frames themselves; False: twisted.web serves every request and
         autobahn reads and writes every frame.
     @ivar cors_origins: The web origins whose pages may call the RPC

@@ -49,7 +49,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from beacon import __version__
-from beacon.bindings.refusals import REASONS
+from beacon.bindings.admission import REASONS
 from beacon.protocol import DOORS
 from beacon.store import (
     DECISION_ALREADY_MADE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from beacon.bindings._edge import field_lines
+from beacon.bindings.admission import field_lines
 
 _VISIBLE = re.compile(rb"\A[\t\x20-\x7e]*\Z")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -74,14 +74,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from beacon.bindings._direct_request import (
+from beacon.bindings.http._direct_request import (
     DirectRequest,
     HeadAnswer,
     IHeadGate,
     direct_resource,
     http_date,
 )
-from beacon.bindings._edge import (
+from beacon.bindings.admission import (
     JSON_TYPE,
     MAX_HEAD,
     MAX_HEADERS,
@@ -92,7 +92,7 @@ from beacon.bindings._edge import (
     refusal_shape,
     refuse_slow,
 )
-from beacon.bindings._turns import TURN_REQUESTS, Turns
+from beacon.bindings.admission import TURN_REQUESTS, Turns
 
 
 log = Logger()
@@ -157,7 +157,7 @@ class DirectCaches:
     reading of the request heads their clients send again and again
     (L{head}), and the whole answers given from a head (L{answers},
     L{keep_answer}). A
-    L{BeaconSite<beacon.bindings._site.BeaconSite>} owns one, which its
+    L{BeaconSite<beacon.bindings.http._site.BeaconSite>} owns one, which its
     channels share.
 
     @ivar heads: Field blocks and their reading (L{read_head}).
@@ -392,7 +392,7 @@ class DirectChannel(Protocol):
         """
         Read and start the requests the buffer holds, one after another
         while each is answered at once, up to this turn's share (see
-        L{beacon.bindings._turns}): then yield, reading nothing more,
+        L{beacon.bindings.admission._turns}): then yield, reading nothing more,
         and go on in a later turn of the reactor (L{_next_turn}).
         """
         if self._parsing:
@@ -479,9 +479,12 @@ class DirectChannel(Protocol):
         if len(buffer) < start + length:
             return False
         found, postpath = target
+        admitted = None
         if IHeadGate.providedBy(found):
             answer = found.answer_head(method, postpath, self.peer)
-            if answer is not None:
+            if isinstance(answer, str):
+                admitted = answer
+            elif answer is not None:
                 self._consumed(start + length)
                 self._cancel_deadline()
                 self.write(self._head_answer(method, close, answer))
@@ -501,6 +504,7 @@ class DirectChannel(Protocol):
         request = DirectRequest(
             self, method, uri, path, query[1:] if query else None, headers, body, close, postpath
         )
+        request.admitted_source = admitted
         self._current = request
         self._cancel_deadline()
         request.render(found)

@@ -8,7 +8,7 @@ the generated protobuf modules: import it only where gRPC is configured
 (C{pip install 'beacon[grpc]'}).
 """
 
-from beacon.bindings._grpc import (
+from beacon.bindings.grpc._server import (
     CALLS_PER_WORKER,
     EXPIRY_INTERVAL,
     METHODS,

@@ -15,8 +15,9 @@ before a request reaches a policy, said once.
       (L{RefusalShape}: the HTTP+JSON binding's are google.rpc.Status),
       found for a path before any resource is reached by
       L{refusal_shape};
-    - the resources that answer only refusals: L{MethodsResource} (405
-      with C{Allow}, CORS preflights), L{Container} and L{NotFound} (404).
+    - the resources that answer only refusals: L{Container} and
+      L{NotFound} (404); the HTTP wing's leaves answer 405 themselves
+      (C{MethodsResource}).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from twisted.logger import Logger
 from twisted.web import server
 from twisted.web.http import RESPONSES
 from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 from zope.interface import Interface
 
 from beacon.protocol import dumps
@@ -164,6 +164,10 @@ def refuse_connection(channel: Any, status: bytes, body: bytes) -> None:
 
 
 JSON_TYPE = b"application/json"
+
+#: A whole answer given without rendering: the status code, the headers
+#: (canonical names, in order) and the body.
+HeadAnswer = tuple[int, tuple[tuple[bytes, bytes], ...], bytes]
 #: The ErrorInfo domain of every reason Beacon itself defines (its
 #: bindings' refusals: TOO_LARGE, RATE_LIMITED...).
 BEACON_DOMAIN = "beacon.unownedminds.com"
@@ -296,44 +300,6 @@ MAX_REFUSAL_BODIES = 256
 _refusal_bodies: dict[tuple[Any, ...], bytes] = {}
 
 
-class MethodsResource(Resource):
-    """
-    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks,
-    and a CORS preflight (C{OPTIONS}) from an origin its C{cors} lists.
-    """
-
-    isLeaf = True
-    allowed: tuple[bytes, ...] = ()
-    #: Who answers a CORS preflight (C{OPTIONS}); None: nobody.
-    cors: IPreflight | None = None
-    #: Whether the path with a slash after it names this resource too (an
-    #: RPC endpoint a client may address as C{<interface URL>/}).
-    trailing_slash = False
-
-    def render(self, request: server.Request) -> bytes | int:
-        if request.postpath and not (self.trailing_slash and request.postpath == [b""]):
-            answer = refuse(request, 404, "not_found", "no such resource")
-        elif (
-            request.method == b"OPTIONS"
-            and self.cors is not None
-            and self.cors.preflight(request, self.allowed)
-        ):
-            request.finish()
-            return NOT_DONE_YET
-        elif request.method not in self.allowed:
-            answer = refuse(
-                request,
-                405,
-                "method_not_allowed",
-                "this resource does not answer that method",
-                {b"Allow": b", ".join(self.allowed)},
-            )
-        else:
-            rendered: bytes | int = super().render(request)
-            return rendered
-        return b"" if request.method == b"HEAD" else answer
-
-
 class Container(Resource):
     """A plain, non-leaf resource that only holds children."""
 
@@ -371,7 +337,6 @@ __all__ = [
     "ConnectionRefusal",
     "Container",
     "IPreflight",
-    "MethodsResource",
     "NotFound",
     "RefusalShape",
     "connection_tokens",

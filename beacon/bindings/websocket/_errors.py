@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar, Iterable
 
-from beacon.bindings._edge import BEACON_DOMAIN, reason_phrase
-from beacon.bindings._limits import Admission
+from beacon.bindings.admission import BEACON_DOMAIN, reason_phrase
+from beacon.bindings.admission import Admission
 from beacon.protocol import (
     ERROR_INFO_TYPE,
     MAX_NUMERIC_ID,

@@ -38,9 +38,9 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._direct_request import IDirectResource
-from beacon.bindings._edge import JSON_TYPE, MethodsResource, NotFound, container, refuse
-from beacon.bindings._http import DocumentResource, PreparedDocument, TransportLimits
+from beacon.bindings.http._direct_request import IDirectResource
+from beacon.bindings.admission import JSON_TYPE, NotFound, TransportLimits, container, refuse
+from beacon.bindings.http._jsonrpc import DocumentResource, MethodsResource, PreparedDocument
 from beacon.protocol import (
     CallContext,
     INativeHandler,

@@ -88,25 +88,25 @@ and C{onCloseHandshakeTimeout}. Plain frames, nearly all of
 the traffic, are read and written by Beacon itself (L{PlainFrames}); the
 factory's C{direct=False} leaves every frame to autobahn.
 
-The rooms, from the bottom: C{_ws_errors} (the errors frames are answered
+The rooms, from the bottom: C{_errors} (the errors frames are answered
 with, the refused upgrades, the id of a frame refused unparsed),
-C{_ws_parameters} (the upgrade's service parameters), C{_ws_log} (what
-reaches the log, clipped and summarised), C{_ws_frames} (how messages meet
-the wire: L{IFrameIO}), C{_ws_upgrade} (a connection until it is open),
-C{_ws_protocol} (the open connection), C{_ws_factory} (the factory, the
+C{_parameters} (the upgrade's service parameters), C{_log} (what
+reaches the log, clipped and summarised), C{_frames} (how messages meet
+the wire: L{IFrameIO}), C{_upgrade} (a connection until it is open),
+C{_protocol} (the open connection), C{_factory} (the factory, the
 resource, the service, the card's URI).
 """
 
-from beacon.bindings._ws_errors import (
+from beacon.bindings.websocket._errors import (
     BEACON_DOMAIN,
     BINDING_DOMAIN,
     RATE_LIMITED_CODE,
     TOO_LARGE_CODE,
 )
-from beacon.bindings._ws_factory import WebSocketFactory, WebSocketResource, WebSocketService
-from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames
-from beacon.bindings._ws_parameters import service_parameters
-from beacon.bindings._ws_protocol import STREAM_COMPLETE, WebSocketA2AProtocol
+from beacon.bindings.websocket._factory import WebSocketFactory, WebSocketResource, WebSocketService
+from beacon.bindings.websocket._frames import AutobahnFrames, IFrameIO, PlainFrames
+from beacon.bindings.websocket._parameters import service_parameters
+from beacon.bindings.websocket._protocol import STREAM_COMPLETE, WebSocketA2AProtocol
 from beacon.protocol import WEBSOCKET_BINDING, websocket_url
 from beacon.config import (
     DEFAULT_HANDSHAKE_TIMEOUT,

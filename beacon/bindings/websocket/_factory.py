@@ -21,15 +21,15 @@ from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings._edge import refuse
-from beacon.bindings._http import TransportLimits
-from beacon.bindings._ws_errors import INVALID_UPGRADE, TOO_MANY_CONNECTIONS, VERSION, Refusal
-from beacon.bindings._turns import TURN_BYTES, Ledger
-from beacon.bindings._ws_frames import AutobahnFrames, IFrameIO, PlainFrames
-from beacon.bindings._ws_log import LogSummary
-from beacon.bindings._ws_parameters import ascii_lower
-from beacon.bindings._ws_protocol import WebSocketA2AProtocol, network_producer
-from beacon.bindings._ws_upgrade import peer_host
+from beacon.bindings.admission import refuse
+from beacon.bindings.admission import TransportLimits
+from beacon.bindings.websocket._errors import INVALID_UPGRADE, TOO_MANY_CONNECTIONS, VERSION, Refusal
+from beacon.bindings.admission import TURN_BYTES, Ledger
+from beacon.bindings.websocket._frames import AutobahnFrames, IFrameIO, PlainFrames
+from beacon.bindings.websocket._log import LogSummary
+from beacon.bindings.websocket._parameters import ascii_lower
+from beacon.bindings.websocket._protocol import WebSocketA2AProtocol, network_producer
+from beacon.bindings.websocket._upgrade import peer_host
 from beacon.config import WebSocketOptions
 from beacon.protocol import Dispatcher, dumps
 
@@ -112,7 +112,7 @@ class WebSocketFactory(WebSocketServerFactory):
         self.events = LogSummary(clock)
         #: Bytes of frames one connection works through in one turn of the
         #: reactor, a whole message counting a share of them too (see
-        #: L{beacon.bindings._turns}).
+        #: L{beacon.bindings.admission._turns}).
         self.turn_bytes = TURN_BYTES
         #: The reads of the binding's connections (the service gives every
         #: door of a Beacon one ledger).

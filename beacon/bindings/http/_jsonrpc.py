@@ -36,36 +36,27 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import server
+from twisted.web.resource import Resource
 # Bound once: attribute reads on twisted.web.http go through its deprecation proxy.
 from twisted.web.http import CACHED, NO_CONTENT, NOT_MODIFIED
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides, implementer
 
-from beacon.bindings._auth import SubmitterAuth
-from beacon.bindings._direct_request import HeadAnswer, IDirectResource, IHeadGate
-from beacon.bindings._edge import (
-    CORS_EXPOSED_HEADERS,
-    CORS_MAX_AGE,
-    CORS_REQUEST_HEADERS,
+from beacon.bindings.admission import (
     JSON_TYPE,
+    HeadAnswer,
     IPreflight,
-    MethodsResource,
-    RefusalShape,
-    is_json_media_type,
-    native_refusal,
-    refusal_body,
+    TransportLimits,
+    header_value,
     refuse,
 )
-from beacon.bindings._limits import RateLimiter, SourceResolver
-from beacon.bindings.refusals import Refusals
+from beacon.bindings.http._direct_request import IDirectResource, IHeadGate
 from beacon.protocol import (
     A2AError,
     CallContext,
@@ -80,6 +71,45 @@ from beacon.protocol import (
 )
 
 log = Logger()
+
+
+class MethodsResource(Resource):
+    """
+    A leaf that answers 405, as JSON with C{Allow}, for methods it lacks,
+    and a CORS preflight (C{OPTIONS}) from an origin its C{cors} lists.
+    """
+
+    isLeaf = True
+    allowed: tuple[bytes, ...] = ()
+    #: Who answers a CORS preflight (C{OPTIONS}); None: nobody.
+    cors: IPreflight | None = None
+    #: Whether the path with a slash after it names this resource too (an
+    #: RPC endpoint a client may address as C{<interface URL>/}).
+    trailing_slash = False
+
+    def render(self, request: server.Request) -> bytes | int:
+        if request.postpath and not (self.trailing_slash and request.postpath == [b""]):
+            answer = refuse(request, 404, "not_found", "no such resource")
+        elif (
+            request.method == b"OPTIONS"
+            and self.cors is not None
+            and self.cors.preflight(request, self.allowed)
+        ):
+            request.finish()
+            return NOT_DONE_YET
+        elif request.method not in self.allowed:
+            answer = refuse(
+                request,
+                405,
+                "method_not_allowed",
+                "this resource does not answer that method",
+                {b"Allow": b", ".join(self.allowed)},
+            )
+        else:
+            rendered: bytes | int = super().render(request)
+            return rendered
+        return b"" if request.method == b"HEAD" else answer
+
 
 
 class PreparedDocument:
@@ -145,201 +175,6 @@ class DocumentResource(MethodsResource):
     render_HEAD = render_GET
 
 
-@implementer(IPreflight)
-@dataclass(frozen=True)
-class TransportLimits:
-    """
-    What every public binding enforces before parsing: the body cap, the
-    per-source rate, how the source is named and, when configured, the
-    submitter's credentials.
-    """
-
-    max_body: int
-    rate: RateLimiter
-    sources: SourceResolver
-    auth: SubmitterAuth = SubmitterAuth()
-    #: The web origins (C{scheme://host[:port]}, lower case) whose pages may
-    #: call the RPC endpoints (C{[server] cors_origins}); empty: none.
-    cors_origins: frozenset[str] = frozenset()
-    #: The refusals made under these limits, by reason.
-    refusals: Refusals = field(default_factory=Refusals, compare=False)
-
-    def allow_origin(self, request: server.Request) -> bool:
-        """
-        When C{request}'s C{Origin} is one of C{cors_origins}, say so in the
-        response's CORS headers.
-
-        @return: Whether it is.
-        """
-        if not self.cors_origins:
-            return False
-        origin = request.getHeader(b"Origin")
-        if origin is None or origin.decode("latin-1").lower() not in self.cors_origins:
-            return False
-        request.setHeader(b"Access-Control-Allow-Origin", origin)
-        request.setHeader(b"Vary", b"Origin")
-        return True
-
-    def preflight(self, request: server.Request, allowed: tuple[bytes, ...]) -> bool:
-        """
-        Answer a CORS preflight (204 with the allowed method and headers)
-        when its origin is listed and it asks for a method in C{allowed}.
-
-        @return: Whether it was answered; otherwise nothing is set.
-        """
-        method = request.getHeader(b"Access-Control-Request-Method")
-        if method is None or method not in allowed or not self.allow_origin(request):
-            return False
-        request.setResponseCode(NO_CONTENT)
-        request.setHeader(b"Access-Control-Allow-Methods", b", ".join(allowed))
-        request.setHeader(b"Access-Control-Allow-Headers", CORS_REQUEST_HEADERS)
-        request.setHeader(b"Access-Control-Max-Age", CORS_MAX_AGE)
-        return True
-
-    def answer_head(self, peer: Any, shape: RefusalShape = native_refusal) -> HeadAnswer | None:
-        """
-        For a door's L{IHeadGate}, on the direct channel, before a request
-        from C{peer} is made or rendered: the 429 that L{refusal} would give
-        when the source is over its rate. Nothing else is decided, and no
-        token taken (the rendering's L{refusal} takes it). A request whose
-        rendering adds to a refusal (the CORS headers of a listed origin) or
-        names its source from its headers (trusted proxies) is left to the
-        rendering.
-
-        @return: The answer, or None.
-        """
-        if self.cors_origins or self.sources.trusts_proxies or self.rate.rate <= 0:
-            return None
-        source = self.sources.resolve(peer, None)
-        retry = self.rate.refusal(source, self.refusals, log, _RATE_LIMITED, take=False)
-        if retry is None:
-            return None
-        limited = _rate_limited(retry)
-        return (
-            429,
-            limited.answer_headers,
-            refusal_body(shape, 429, "rate_limited", limited.message, limited.headers),
-        )
-
-    def source_of(self, request: server.Request) -> str:
-        """The source of C{request} (see L{SourceResolver})."""
-        sources = self.sources
-        return sources.resolve(
-            request.getClientAddress(),
-            (
-                request.requestHeaders.getRawHeaders(b"X-Forwarded-For")
-                if sources.trusts_proxies
-                else None
-            ),
-        )
-
-    def refusal(
-        self,
-        request: server.Request,
-        source: str,
-        *,
-        json_body: bool = False,
-        media: tuple[bytes, ...] = (JSON_TYPE,),
-        shape: RefusalShape = native_refusal,
-    ) -> bytes | None:
-        """
-        Apply the rate limit, the media type (with C{json_body}: 415 unless
-        C{Content-Type} is one of C{media}), the credential check (HTTP
-        401 with C{WWW-Authenticate}) and the body cap to C{request}, in that
-        order. A request from one of C{cors_origins} gets its CORS headers
-        first, so that its page can read a refusal too.
-
-        @param shape: How the door spells a refusal's body.
-        @return: The refusal body (status and headers already set), or None
-            when the request may go on.
-        """
-        if self.cors_origins and self.allow_origin(request):
-            request.setHeader(b"Access-Control-Expose-Headers", CORS_EXPOSED_HEADERS)
-        retry = self.rate.refusal(source, self.refusals, log, _RATE_LIMITED)
-        if retry is not None:
-            limited = _rate_limited(retry)
-            return refuse(request, 429, "rate_limited", limited.message, limited.headers, shape)
-        if json_body and not is_json_media_type(request.getHeader(b"Content-Type"), media):
-            self.refusals["unsupported_media_type"] += 1
-            return refuse(
-                request,
-                415,
-                "unsupported_media_type",
-                "send Content-Type: " + " or ".join(m.decode("ascii") for m in media),
-                None,
-                shape,
-            )
-        if self.auth.enabled and not self.auth.admits(
-            _header(request, b"Authorization"), _header(request, b"X-API-Key")
-        ):
-            self.refusals.unauthenticated(source, self.rate.clock, "http")
-            return refuse(
-                request,
-                401,
-                "unauthenticated",
-                "this Beacon admits submitters with a credential only; see the "
-                "agent card's securitySchemes",
-                {b"WWW-Authenticate": self.auth.challenge().encode("ascii")},
-                shape,
-            )
-        content = request.content
-        assert content is not None
-        size = content.seek(0, 2)
-        content.seek(0)
-        if size > self.max_body:
-            # Counted and logged as the sites' refusals are (one throttle).
-            self.refusals.too_large(source, self.max_body, self.rate.clock)
-            return refuse(
-                request,
-                413,
-                "too_large",
-                f"the request body exceeds {self.max_body} bytes",
-                None,
-                shape,
-            )
-        return None
-
-
-#: What a door warns when a source starts being refused over its rate.
-_RATE_LIMITED = (
-    "http.rate_limited: source {source} is over {rate}/s (burst {burst}); "
-    "refusing until it slows down"
-)
-
-
-class _RateLimited(NamedTuple):
-    """A 429's message, its headers for L{refuse}, and all its headers in order."""
-
-    message: str
-    headers: dict[bytes, bytes]
-    answer_headers: tuple[tuple[bytes, bytes], ...]
-
-
-@lru_cache(maxsize=64)
-def _rate_limited(retry: int) -> _RateLimited:
-    """
-    What a 429 naming C{retry} seconds says: made once per value, as a
-    flooding source is refused with the same few.
-    """
-    headers = {b"Retry-After": str(retry).encode("ascii")}
-    return _RateLimited(
-        f"too many requests from this source; retry after {retry} s",
-        headers,
-        ((b"Content-Type", JSON_TYPE), *headers.items()),
-    )
-
-
-def _header(request: server.Request, name: bytes) -> str | None:
-    """
-    The value of request header C{name}: its field lines joined with
-    C{", "}, as the WebSocket binding reads its service parameters (RFC
-    9110 5.3), so that a version or a credential sent on two lines comes
-    to the same outcome on every binding (none of them reads as one).
-    """
-    values = request.requestHeaders.getRawHeaders(name)
-    return b", ".join(values).decode("latin-1") if values else None
-
-
 def call_context(
     request: server.Request, binding: str, source: str, supported: frozenset[str]
 ) -> CallContext:
@@ -348,7 +183,7 @@ def call_context(
     without one (or an empty one) from the C{A2A-Version} query parameter;
     the extensions of C{A2A-Extensions} among those C{supported}.
     """
-    version = _header(request, b"A2A-Version")
+    version = header_value(request, b"A2A-Version")
     if not (version or "").strip():
         # An empty header carries no version: the query may.
         values = request.args.get(b"A2A-Version")
@@ -433,10 +268,13 @@ class JSONRPCResource(MethodsResource):
             gated = limits is not None and limits.rate.rate > 0
             alsoProvides(self, IHeadGate if gated else IDirectResource)
 
-    def answer_head(self, method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
+    def answer_head(
+        self, method: bytes, postpath: list[bytes], peer: Any
+    ) -> HeadAnswer | str | None:
         """
-        L{IHeadGate}: a POST to this endpoint from a source over its rate
-        is answered 429 from its head (L{TransportLimits.answer_head}).
+        L{IHeadGate}: a POST to this endpoint has its source's rate checked
+        from its head (L{TransportLimits.answer_head}): over it, answered
+        429 there; under it, admitted, and the rendering checks the rest.
         """
         if method != b"POST" or (postpath and postpath != [b""]):
             return None
@@ -444,9 +282,12 @@ class JSONRPCResource(MethodsResource):
         return self._limits.answer_head(peer)
 
     def render_POST(self, request: server.Request) -> bytes | int:
-        if self._limits is not None:
-            source = self._limits.source_of(request)
-            refusal = self._limits.refusal(request, source, json_body=True)
+        limits = self._limits
+        if limits is not None:
+            # (A request of a foreign site has no admitted_source: None.)
+            admitted: str | None = getattr(request, "admitted_source", None)
+            source = limits.source_of(request) if admitted is None else admitted
+            refusal = limits.refusal(request, source, json_body=True, rated=admitted is not None)
             if refusal is not None:
                 return refusal
         else:
@@ -569,9 +410,9 @@ class SSESink:
 __all__ = [
     "DocumentResource",
     "JSONRPCResource",
+    "MethodsResource",
     "PreparedDocument",
     "SSESink",
-    "TransportLimits",
     "call_context",
     "echo_extensions",
     "stream_events",

@@ -86,14 +86,8 @@ class RateLimiter:
         """The clock the buckets are timed on."""
         return self._clock
 
-    def admit(self, source: str, take: bool = True) -> Admission:
-        """
-        Take one token from C{source}'s bucket, if there is one.
-
-        @param take: With False, take none: the answer is the refusal that
-            admitting would give now, or admitted with the token left in
-            the bucket (for a check before the one that takes it).
-        """
+    def admit(self, source: str) -> Admission:
+        """Take one token from C{source}'s bucket, if there is one."""
         if self.rate <= 0:
             return _ADMITTED
         now = self._clock.seconds()
@@ -109,14 +103,12 @@ class RateLimiter:
             bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.rate)
             bucket.stamp = now
         if bucket.tokens >= 1.0:
-            if take:
-                bucket.tokens -= 1.0
-                bucket.limited = False
+            bucket.tokens -= 1.0
+            bucket.limited = False
             return _ADMITTED
         first = not bucket.limited
         bucket.limited = True
         return Admission((1.0 - bucket.tokens) / self.rate, first)
-
 
     def refusal(
         self,
@@ -124,7 +116,6 @@ class RateLimiter:
         refusals: MutableMapping[str, int],
         log: Logger,
         said: str,
-        take: bool = True,
     ) -> int | None:
         """
         Take one of C{source}'s tokens for a request at a door that answers
@@ -135,11 +126,10 @@ class RateLimiter:
         @param log: The door's logger, and C{said} what it warns (a format
             given C{source}, C{rate} and C{burst}) the first time a source is
             refused in a run of refusals, not for every one.
-        @param take: See L{admit}.
         @return: None when admitted; otherwise the whole seconds (at least
             one) to retry after.
         """
-        admission = self.admit(source, take)
+        admission = self.admit(source)
         if admission.admitted:
             return None
         refusals["rate_limited"] += 1

@@ -17,9 +17,9 @@ from twisted.internet.interfaces import IConsumer, IDelayedCall, IPushProducer
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from beacon.bindings._limits import Admission
-from beacon.bindings._turns import TURN_BYTES, TURN_MESSAGES, Turns
-from beacon.bindings._ws_errors import (
+from beacon.bindings.admission import Admission
+from beacon.bindings.admission import TURN_BYTES, TURN_MESSAGES, Turns
+from beacon.bindings.websocket._errors import (
     ID_PREFIX,
     FrameTooLargeError,
     InFlightLimitError,
@@ -30,14 +30,14 @@ from beacon.bindings._ws_errors import (
     rate_error,
     rate_answer,
 )
-from beacon.bindings._ws_frames import (
+from beacon.bindings.websocket._frames import (
     AutobahnFrames,
     IFrameIO,
     Message,
     frame_head_size,
     frame_size,
 )
-from beacon.bindings._ws_upgrade import UpgradeProtocol
+from beacon.bindings.websocket._upgrade import UpgradeProtocol
 from beacon.protocol import (
     A2AError,
     IStreamSink,
@@ -152,7 +152,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
     outgoing frames (each stream's up to C{stream_queue}), so a peer that
     does not read costs bounded memory.
 
-    It takes fair turns (L{beacon.bindings._turns}): in one turn of the
+    It takes fair turns (L{beacon.bindings.admission._turns}): in one turn of the
     reactor it works through at most the factory's C{turn_bytes} of
     frames, each whole message counting L{MESSAGE_COST} beside its bytes;
     then it stops reading and holds the rest of the read (and the messages

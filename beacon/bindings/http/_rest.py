@@ -83,10 +83,9 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides
 
-from beacon.bindings._direct_request import IDirectResource
-from beacon.bindings._edge import BEACON_DOMAIN, JSON_TYPE, refuse
-from beacon.bindings._http import (
-    TransportLimits,
+from beacon.bindings.http._direct_request import IDirectResource
+from beacon.bindings.admission import BEACON_DOMAIN, JSON_TYPE, TransportLimits, refuse
+from beacon.bindings.http._jsonrpc import (
     call_context,
     echo_extensions,
     stream_events,

@@ -1,5 +1,5 @@
 """
-A request the direct channel (L{beacon.bindings._direct}) reads, and what
+A request the direct channel (L{beacon.bindings.http._direct}) reads, and what
 it asks of the resources it renders: L{IDirectRequest}, the part of
 twisted.web's request that Beacon's resources use, and L{DirectRequest},
 which provides it with twisted.web's behaviour (default headers,
@@ -37,7 +37,7 @@ from twisted.web.resource import IResource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import Attribute, Interface, implementer
 
-from beacon.bindings._edge import Container, reason_phrase
+from beacon.bindings.admission import Container, HeadAnswer, reason_phrase
 from beacon.capped import SERVER
 
 log = Logger()
@@ -46,7 +46,7 @@ log = Logger()
 class RequestChannel(TypingProtocol):
     """
     What a L{DirectRequest} uses of the connection that read it (a
-    L{beacon.bindings._direct.DirectChannel}).
+    L{beacon.bindings.http._direct.DirectChannel}).
     """
 
     peer: Any
@@ -81,6 +81,12 @@ class IDirectRequest(Interface):
     requestHeaders = Attribute(
         "The request headers: C{getRawHeaders(name, default=None)} (a "
         "sequence of values, not to be changed) and C{hasHeader(name)}."
+    )
+    admitted_source = Attribute(
+        "The request's source when its door admitted it from its head "
+        "(L{IHeadGate.answer_head}: its rate checked, its token taken), so "
+        "that its rendering checks the rest and not the rate again; None "
+        "otherwise."
     )
 
     def getHeader(name: bytes) -> bytes | None:
@@ -120,9 +126,6 @@ class IDirectResource(IResource):
     """
 
 
-#: A whole answer given without rendering: the status code, the headers
-#: (canonical names, in order) and the body.
-HeadAnswer = tuple[int, tuple[tuple[bytes, bytes], ...], bytes]
 
 
 class IHeadGate(IDirectResource):
@@ -135,11 +138,14 @@ class IHeadGate(IDirectResource):
     one rendering would give.
     """
 
-    def answer_head(method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | None:
+    def answer_head(method: bytes, postpath: list[bytes], peer: Any) -> HeadAnswer | str | None:
         """
         The whole answer to a request for C{method} with C{postpath} from
-        C{peer} (the transport's peer address), or None (having changed
-        nothing) to have it rendered. The channel writes it with the headers
+        C{peer} (the transport's peer address); or its source, admitted
+        (the rate checked and its token taken: the channel sets the
+        request's C{admitted_source} to it, and the rendering checks the
+        rest); or None (having changed nothing) to have it rendered and
+        checked there. The channel writes an answer with the headers
         every answer carries (C{Server}, C{Date}, C{Connection: close} when
         asked for) and C{Content-Length}, its bytes made once a second and
         kept (at most L{MAX_ANSWERS}).
@@ -235,6 +241,7 @@ class DirectRequest:
         self.path = path
         self.clientproto = b"HTTP/1.1"
         self.requestHeaders = _RequestHeaders(headers)
+        self.admitted_source: str | None = None
         self.content = BytesIO(body)
         self.code = OK
         self.code_message = b"OK"

@@ -75,9 +75,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from beacon.bindings._edge import BEACON_DOMAIN
-from beacon.bindings._http import TransportLimits
-from beacon.bindings.refusals import Refusals
+from beacon.bindings.admission import BEACON_DOMAIN
+from beacon.bindings.admission import TransportLimits
+from beacon.bindings.admission import Refusals
 from beacon.errors import StartupError
 from beacon.proto import a2a_pb2
 from beacon.protocol import (

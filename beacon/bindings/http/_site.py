@@ -5,7 +5,7 @@ the arrival deadlines, the refusals in the shape of the door the request
 was for), the channel (L{BeaconHTTPChannel}: list headers as RFC 9110
 reads them, the header line count, the deadlines, fair turns), and the
 site (L{BeaconSite}: its limits, its connection caps, and the direct
-channel every connection starts on, L{beacon.bindings._direct}).
+channel every connection starts on, L{beacon.bindings.http._direct}).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from twisted.web import http, server
 from twisted.web.resource import IResource
 from zope.interface import implementer
 
-from beacon.bindings._direct import DirectCaches, DirectChannel
-from beacon.bindings._direct_request import IDirectRequest
-from beacon.bindings._edge import (
+from beacon.bindings.http._direct import DirectCaches, DirectChannel
+from beacon.bindings.http._direct_request import IDirectRequest
+from beacon.bindings.admission import (
     MAX_HEADERS,
     ConnectionRefusal,
     connection_tokens,
@@ -33,8 +33,8 @@ from beacon.bindings._edge import (
     refuse_connection,
     refuse_slow,
 )
-from beacon.bindings._turns import TURN_REQUESTS, Ledger, Turns
-from beacon.bindings.refusals import Refusals
+from beacon.bindings.admission import TURN_REQUESTS, Ledger, Turns
+from beacon.bindings.admission import Refusals
 from beacon.capped import CappedRequest
 from beacon.config import (
     DEFAULT_BODY_TIMEOUT,
@@ -71,6 +71,9 @@ class LimitedRequest(CappedRequest):
     receiving = True
     #: The phase still arriving: its timeout setting, and its name.
     phase = ("header_timeout", "headers")
+    #: See L{IDirectRequest}: twisted.web's path has no head gate, so its
+    #: rendering checks the rate.
+    admitted_source: str | None = None
 
     def _site_value(self, name: str, default: Any) -> Any:
         site = getattr(self.channel, "site", None)
@@ -197,7 +200,7 @@ class BeaconHTTPChannel(http.HTTPChannel):
           checked after each read, and nothing is scheduled while nothing
           is half-arrived, so a request that comes whole in one read, the
           usual case, costs no timer;
-        - fair turns (L{beacon.bindings._turns}): once the site's
+        - fair turns (L{beacon.bindings.admission._turns}): once the site's
           C{turn_requests} requests are answered in one turn of the reactor,
           the line parser stops (L{LineReceiver}'s C{paused}) and the
           channel reads no more, as while its transport is full
@@ -431,7 +434,7 @@ class BeaconSite(server.Site):
         @param max_connections_per_source: Open connections one source
             address holds at most; 0: no cap.
         @param direct: Whether connections start on the direct channel
-            (L{beacon.bindings._direct}), which answers plain requests to
+            (L{beacon.bindings.http._direct}), which answers plain requests to
             Beacon's resources itself and hands anything else to
             twisted.web; False: twisted.web serves every request. With
             C{access_log}, twisted.web serves every request, so that every
@@ -451,10 +454,10 @@ class BeaconSite(server.Site):
         self.max_connections = max_connections
         self.max_connections_per_source = max_connections_per_source
         #: Requests one connection may begin in one turn of the reactor
-        #: (see L{beacon.bindings._turns}).
+        #: (see L{beacon.bindings.admission._turns}).
         self.turn_requests = TURN_REQUESTS
         #: The reads of this listener's connections (the service gives every
-        #: door of a Beacon one ledger): see L{beacon.bindings._turns}.
+        #: door of a Beacon one ledger): see L{beacon.bindings.admission._turns}.
         self.ledger = Ledger()
         self.open_connections = 0
         self._by_source: dict[str, int] = {}

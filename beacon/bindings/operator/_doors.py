@@ -61,7 +61,7 @@ from twisted.web import server
 from twisted.web.resource import IResource, Resource
 
 from beacon.interfaces import IBeaconReactor
-from beacon.bindings._edge import NotFound, RefusalShape, native_refusal, refusal_shape
+from beacon.bindings.admission import NotFound, RefusalShape, native_refusal, refusal_shape
 from beacon.errors import StartupError
 from beacon.throttle import LogThrottle
 from beacon.protocol import ERROR_INFO_TYPE, dumps

@@ -4,7 +4,7 @@ The operator's doors: the unix socket whose peers the kernel names
 helpers.
 """
 
-from beacon.bindings._unix import (
+from beacon.bindings.operator._doors import (
     BearerGate,
     OperatorSocket,
     PeerCheckedFactory,

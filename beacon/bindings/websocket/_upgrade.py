@@ -16,10 +16,10 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from beacon.bindings._edge import MAX_HEAD
-from beacon.bindings._http import TransportLimits
-from beacon.bindings._limits import Admission
-from beacon.bindings._ws_errors import (
+from beacon.bindings.admission import MAX_HEAD
+from beacon.bindings.admission import TransportLimits
+from beacon.bindings.admission import Admission
+from beacon.bindings.websocket._errors import (
     INVALID_UPGRADE,
     ORIGIN_REFUSED,
     TOO_MANY_CONNECTIONS,
@@ -27,9 +27,9 @@ from beacon.bindings._ws_errors import (
     Refusal,
     rate_refusal,
 )
-from beacon.bindings._ws_frames import IFrameIO
-from beacon.bindings._ws_log import AutobahnLog, LogSummary
-from beacon.bindings._ws_parameters import ascii_lower, service_parameters, upgrade_lines
+from beacon.bindings.websocket._frames import IFrameIO
+from beacon.bindings.websocket._log import AutobahnLog, LogSummary
+from beacon.bindings.websocket._parameters import ascii_lower, service_parameters, upgrade_lines
 from beacon.config import WebSocketOptions
 from beacon.protocol import CallContext, Dispatcher, parse_extensions
 

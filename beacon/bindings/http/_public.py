@@ -10,14 +10,13 @@ from dataclasses import dataclass
 
 from twisted.web.resource import Resource
 
-from beacon.bindings._edge import container
-from beacon.bindings._http import (
+from beacon.bindings.admission import TransportLimits, container
+from beacon.bindings.http._jsonrpc import (
     DocumentResource,
     JSONRPCResource,
     PreparedDocument,
-    TransportLimits,
 )
-from beacon.bindings._rest import RESTResource
+from beacon.bindings.http._rest import RESTResource
 from beacon.protocol import Dispatcher
 
 
