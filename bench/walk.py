@@ -6,6 +6,7 @@ generator or coroutine resumed), with the files it crosses.
     .venv/bin/python bench/walk.py send          # one SendMessage over HTTP
     .venv/bin/python bench/walk.py review-list   # one `beacon review list`
     .venv/bin/python bench/walk.py send --steps  # the counts only
+    .venv/bin/python bench/walk.py send --files  # a line for each run of steps in one file
 
 send: one JSON-RPC SendMessage on a kept-alive connection to Beacon's
 public site (BeaconSite, the direct channel, the public policy over the
@@ -17,7 +18,8 @@ line to the table printed, against an operator door on a unix socket in the
 same process (the reactor's, over the in-memory store with one
 submission): the command line's side and the door's, in the order they run.
 
-A step is one entry into a function of ``beacon/``; the figures printed
+A step is one entry into a function of ``beacon/`` (a comprehension's
+frame is its function's, not a step); the figures printed
 after the walk are the steps (and those before the first step into
 ``beacon/protocol``, the core), the files they cross (a change of file from
 one step to the next) and the files and packages they touch.
@@ -38,6 +40,9 @@ from typing import Any, Callable
 import beacon
 
 ROOT = str(Path(beacon.__file__).parent) + os.sep
+#: The frames of comprehensions and generator expressions: a function's
+#: own expressions, not steps of the walk.
+COMPREHENSIONS = frozenset({"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"})
 
 
 class Recorder:
@@ -51,7 +56,7 @@ class Recorder:
         if event == "call":
             self._depth += 1
             filename = frame.f_code.co_filename
-            if filename.startswith(ROOT):
+            if filename.startswith(ROOT) and frame.f_code.co_name not in COMPREHENSIONS:
                 self.steps.append((self._depth, filename[len(ROOT):], frame.f_code.co_qualname))
         elif event == "return":
             self._depth -= 1
@@ -79,17 +84,33 @@ def summary(steps: list[tuple[int, str, str]]) -> dict[str, int]:
     }
 
 
-def show(steps: list[tuple[int, str, str]], counts_only: bool) -> None:
-    if not counts_only:
+def runs(steps: list[tuple[int, str, str]]) -> list[tuple[str, list[str]]]:
+    """The walk as runs of steps in one file: (file, its functions in order)."""
+    found: list[tuple[str, list[str]]] = []
+    for _, filename, function in steps:
+        if found and found[-1][0] == filename:
+            if function not in found[-1][1]:
+                found[-1][1].append(function)
+        else:
+            found.append((filename, [function]))
+    return found
+
+
+def show(steps: list[tuple[int, str, str]], counts_only: bool, by_file: bool = False) -> None:
+    if by_file:
+        for number, (filename, functions) in enumerate(runs(steps), 1):
+            print(f"{number:3} {filename}: {', '.join(functions)}")
+        print()
+    elif not counts_only:
         low = min((d for d, _, _ in steps), default=0)
         for number, (depth, filename, function) in enumerate(steps, 1):
             print(f"{number:4} {'  ' * min(depth - low, 30)}beacon/{filename}:{function}")
         print()
     for name, value in summary(steps).items():
         print(f"{name}: {value}")
-    by_file = Counter(f for _, f, _ in steps)
-    if not counts_only:
-        print("steps by file:", ", ".join(f"{f} {n}" for f, n in by_file.most_common()))
+    if not counts_only and not by_file:
+        counted = Counter(f for _, f, _ in steps)
+        print("steps by file:", ", ".join(f"{f} {n}" for f, n in counted.most_common()))
 
 
 def request(n: int) -> bytes:
@@ -204,8 +225,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("walk", choices=sorted(WALKS))
     parser.add_argument("--steps", action="store_true", help="print the counts only")
+    parser.add_argument(
+        "--files", action="store_true",
+        help="print the walk by file: each run of steps in one file on a line",
+    )
     args = parser.parse_args()
-    show(WALKS[args.walk](), args.steps)
+    show(WALKS[args.walk](), args.steps, args.files)
 
 
 if __name__ == "__main__":

@@ -55,3 +55,16 @@ def test_the_review_list_walk_runs_end_to_end() -> None:
     counts = dict(line.split(": ") for line in done.stdout.splitlines())
     assert int(counts["steps"]) > int(counts["steps before the protocol core"]) > 0
     assert int(counts["files"]) > 1
+
+
+def test_the_walks_in_the_architecture_docs_are_the_walks_today() -> None:
+    """docs/architecture.rst shows each walk as `bench/walk.py WALK --files` prints it now."""
+    docs = (ROOT / "docs" / "architecture.rst").read_text()
+    for walk in ("send", "review-list"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "walk.py"), walk, "--files"],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, check=True,
+        )
+        shown = "\n".join(("    " + line) if line else "" for line in done.stdout.rstrip("\n").split("\n"))
+        command = f"    $ .venv/bin/python bench/walk.py {walk} --files\n"
+        assert command + shown + "\n" in docs, f"regenerate the {walk} walk in docs/architecture.rst"
