@@ -15,7 +15,6 @@ from zope.interface import implementer
 
 from beacon.store import (
     SORT_RECEIVED,
-    SORT_UPDATED,
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
@@ -26,12 +25,11 @@ from beacon.store import (
     StoreListeners,
     Submission,
     TaskPage,
+    TaskQuery,
     TaskStatusRecord,
     check_decision_state,
-    check_id_prefix,
     check_lease,
     check_limit,
-    check_sort,
     search_words,
 )
 
@@ -96,36 +94,27 @@ class MemoryStore:
 
     def list_tasks(
         self,
+        query: TaskQuery,
         *,
         limit: int,
-        state: str | None = None,
-        updated_after_ms: int | None = None,
-        context_id: str | None = None,
         after: tuple[int, int] | None = None,
-        sort: str = SORT_UPDATED,
-        door: str | None = None,
-        received_since_ms: int | None = None,
-        received_until_ms: int | None = None,
-        search: str | None = None,
-        id_prefix: str | None = None,
         with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        One page of tasks, newest first by C{sort}, then highest C{seq}
-        first; see L{ISubmissionStore.list_tasks}. A search matches whole
-        words case-insensitively, as the SQLite store's does.
+        One page of the tasks C{query} matches, newest first by its sort,
+        then highest C{seq} first; see L{ISubmissionStore.list_tasks}. A
+        search matches whole words case-insensitively, as the SQLite
+        store's does.
 
         @return: A fired L{Deferred}: the L{TaskPage}, or a L{ValueError}
-            failure for a C{limit} below 1, an unknown C{sort} or a bad
-            C{id_prefix}.
+            failure for a C{limit} below 1.
         """
         try:
             check_limit(limit)
-            check_sort(sort)
-            if id_prefix is not None:
-                check_id_prefix(id_prefix)
         except ValueError:
             return fail()
+        search, id_prefix = query.search, query.id_prefix
+        since, until = query.since, query.until
         wanted: frozenset[str] | None = None
         if search is not None:
             wanted = frozenset(_folded(word) for word in search_words(search))
@@ -135,26 +124,27 @@ class MemoryStore:
                 )
         matching: list[tuple[tuple[int, int], StoredTask]] = []
         for receipt_id, submission in self.submissions.items():
-            if door is not None and submission.door != door:
+            if query.door is not None and submission.door != query.door:
                 continue
-            if context_id is not None and submission.context_id != context_id:
+            if query.context_id is not None and submission.context_id != query.context_id:
                 continue
             if id_prefix is not None and not receipt_id.startswith(id_prefix):
                 continue
             received = submission.received_at_ms
-            if received_since_ms is not None and received < received_since_ms:
+            if since is not None and received < since:
                 continue
-            if received_until_ms is not None and received >= received_until_ms:
+            if until is not None and received >= until:
                 continue
             if wanted is not None and not wanted <= self._search_words(receipt_id):
                 continue
             task = self._task(receipt_id)
             assert task is not None
-            if state is not None and task.state != state:
+            if query.status is not None and task.state != query.status:
                 continue
-            if updated_after_ms is not None and task.updated_at_ms < updated_after_ms:
+            updated_after = query.status_timestamp_after
+            if updated_after is not None and task.updated_at_ms < updated_after:
                 continue
-            key = received if sort == SORT_RECEIVED else task.updated_at_ms
+            key = received if query.sort == SORT_RECEIVED else task.updated_at_ms
             matching.append(((key, task.seq), task))
         matching.sort(key=lambda keyed: keyed[0], reverse=True)
         following = [

@@ -22,15 +22,17 @@ from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IReactorFromThreads
 
 from beacon.store import (
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     AlreadyDecided,
     PostgreSQLStore,
     SQLiteStore,
-    StoredTask,
     StoreEvent,
+    StoredTask,
     Submission,
     TaskPage,
+    TaskQuery,
 )
 from beacon.testing import MemoryStore
 from peers.postgres import run_database
@@ -152,7 +154,9 @@ async def all_pages(
     pages: list[TaskPage] = []
     after: tuple[int, int] | None = None
     while True:
-        page = await store.list_tasks(limit=limit, after=after, **filters)
+        page = await store.list_tasks(
+            TaskQuery(**{"sort": SORT_UPDATED, **filters}), limit=limit, after=after
+        )
         pages.append(page)
         tasks.extend(page.tasks)
         if page.next_after is None:

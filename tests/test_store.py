@@ -35,11 +35,12 @@ from beacon.store import (
     STATE_SUBMITTED,
     AlreadyDecided,
     ISubmissionStore,
-    StoredTask,
     StoreError,
     StoreEvent,
+    StoredTask,
     Submission,
     TaskPage,
+    TaskQuery,
     TaskStatusRecord,
 )
 from beacon.testing import MemoryStore
@@ -218,7 +219,7 @@ async def test_decide_unknown_id(store: Store) -> None:
     await store.append(submission(1))
     assert await store.decide("receipt-9999", STATE_COMPLETED, DECIDED_AT, "x") is None
     assert await store.get("receipt-9999") is None
-    page = await store.list_tasks(limit=10)
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
     assert [task.state for task in page.tasks] == [STATE_SUBMITTED]
 
 
@@ -261,7 +262,7 @@ async def test_list_empty(store: Store) -> None:
     """
     An empty store lists an empty last page.
     """
-    assert await store.list_tasks(limit=5) == TaskPage(
+    assert await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=5) == TaskPage(
         tasks=[], total=0, next_after=None
     )
 
@@ -273,7 +274,7 @@ async def test_list_bad_limit(store: Store) -> None:
     """
     for limit in (0, -1):
         with pytest.raises(ValueError):
-            await store.list_tasks(limit=limit)
+            await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=limit)
 
 
 @pytest_twisted.ensureDeferred
@@ -296,7 +297,7 @@ async def test_list_order(store: Store) -> None:
     await store.decide(appended[5].id, STATE_COMPLETED, T0 + 20, None)
     # Decided into the past relative to its receipt: it sorts by decision.
     await store.decide(appended[3].id, STATE_REJECTED, T0 + 1, None)
-    page = await store.list_tasks(limit=10)
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
     assert ids(page.tasks) == [
         appended[5].id,  # T0 + 20, newest arrival of the tie
         appended[2].id,  # T0 + 20
@@ -333,42 +334,40 @@ async def test_list_filters(store: Store) -> None:
     await store.decide(appended[2].id, STATE_COMPLETED, T0 + 30, None)
 
     async def listed(**filters: Any) -> tuple[list[str], int]:
-        page = await store.list_tasks(limit=100, **filters)
+        page = await store.list_tasks(TaskQuery(**{"sort": SORT_UPDATED, **filters}), limit=100)
         return ids(page.tasks), page.total
 
     a = [s.id for s in appended]
-    assert await listed(state=STATE_SUBMITTED) == ([a[5], a[4], a[3]], 3)
-    assert await listed(state=STATE_COMPLETED) == ([a[0], a[2]], 2)
-    assert await listed(state=STATE_REJECTED) == ([a[1]], 1)
-    assert await listed(state="TASK_STATE_WORKING") == ([], 0)
+    assert await listed(status=STATE_SUBMITTED) == ([a[5], a[4], a[3]], 3)
+    assert await listed(status=STATE_COMPLETED) == ([a[0], a[2]], 2)
+    assert await listed(status=STATE_REJECTED) == ([a[1]], 1)
+    assert await listed(status="TASK_STATE_WORKING") == ([], 0)
     # updated_at: a0 100, a5 50, a4 40, a3 30, a2 30, a1 25.
-    assert await listed(updated_after_ms=T0 + 30) == ([a[0], a[5], a[4], a[3], a[2]], 5)
-    assert await listed(updated_after_ms=T0 + 31) == ([a[0], a[5], a[4]], 3)
-    assert await listed(updated_after_ms=T0 + 101) == ([], 0)
+    assert await listed(status_timestamp_after=T0 + 30) == ([a[0], a[5], a[4], a[3], a[2]], 5)
+    assert await listed(status_timestamp_after=T0 + 31) == ([a[0], a[5], a[4]], 3)
+    assert await listed(status_timestamp_after=T0 + 101) == ([], 0)
     assert await listed(context_id=appended[4].context_id) == ([a[4]], 1)
     assert await listed(context_id="context-9999") == ([], 0)
-    assert await listed(state=STATE_SUBMITTED, updated_after_ms=T0 + 40) == (
+    assert await listed(status=STATE_SUBMITTED, status_timestamp_after=T0 + 40) == (
         [a[5], a[4]],
         2,
     )
-    assert await listed(state=STATE_COMPLETED, updated_after_ms=T0 + 30) == (
+    assert await listed(status=STATE_COMPLETED, status_timestamp_after=T0 + 30) == (
         [a[0], a[2]],
         2,
     )
-    assert await listed(state=STATE_COMPLETED, context_id=appended[4].context_id) == (
+    assert await listed(status=STATE_COMPLETED, context_id=appended[4].context_id) == (
         [],
         0,
     )
     assert await listed(
-        state=STATE_REJECTED,
-        updated_after_ms=T0 + 25,
+        status=STATE_REJECTED,
+        status_timestamp_after=T0 + 25,
         context_id=appended[1].context_id,
     ) == ([a[1]], 1)
-    first = await store.list_tasks(limit=2, state=STATE_SUBMITTED)
+    first = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, status=STATE_SUBMITTED), limit=2)
     assert (ids(first.tasks), first.total) == ([a[5], a[4]], 3)
-    rest = await store.list_tasks(
-        limit=2, state=STATE_SUBMITTED, after=first.next_after
-    )
+    rest = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, status=STATE_SUBMITTED), limit=2, after=first.next_after)
     assert (ids(rest.tasks), rest.total, rest.next_after) == ([a[3]], 3, None)
 
 
@@ -418,7 +417,7 @@ async def test_paging_stable_while_submissions_arrive(store: Store) -> None:
     after: tuple[int, int] | None = None
     n = 100
     while True:
-        page = await store.list_tasks(limit=3, after=after)
+        page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=3, after=after)
         assert page.total == len(appended) + len(arrivals)
         seen.extend(ids(page.tasks))
         if page.next_after is None:
@@ -449,12 +448,12 @@ async def test_paging_with_filters(store: Store) -> None:
     for s in appended[::2]:
         await store.decide(s.id, STATE_REJECTED, T0 + 3, None)
         decided[s.id] = T0 + 3
-    tasks, pages = await all_pages(store, 2, state=STATE_REJECTED)
+    tasks, pages = await all_pages(store, 2, status=STATE_REJECTED)
     assert ids(tasks) == [
         id_ for id_ in newest_first(appended, decided) if id_ in decided
     ]
     assert {page.total for page in pages} == {8}
-    tasks, pages = await all_pages(store, 2, updated_after_ms=T0 + 3)
+    tasks, pages = await all_pages(store, 2, status_timestamp_after=T0 + 3)
     assert ids(tasks) == [
         id_
         for id_ in newest_first(appended, decided)
@@ -482,16 +481,16 @@ async def test_list_received_order(store: Store) -> None:
     for s in appended:
         await store.append(s)
     await store.decide(appended[1].id, STATE_COMPLETED, DECIDED_AT, None)
-    page = await store.list_tasks(limit=3, sort=SORT_RECEIVED)
+    page = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=3)
     assert ids(page.tasks) == [appended[3].id, appended[2].id, appended[0].id]
     assert page.total == 4
     last = page.tasks[-1]
     assert page.next_after == (last.submission.received_at_ms, last.seq)
-    rest = await store.list_tasks(limit=3, sort=SORT_RECEIVED, after=page.next_after)
+    rest = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=3, after=page.next_after)
     assert ids(rest.tasks) == [appended[1].id]
     assert rest.tasks[0].state == STATE_COMPLETED
     assert (rest.total, rest.next_after) == (4, None)
-    by_update = await store.list_tasks(limit=10, sort=SORT_UPDATED)
+    by_update = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
     assert ids(by_update.tasks)[0] == appended[1].id
 
 
@@ -502,7 +501,7 @@ async def test_list_bad_sort(store: Store) -> None:
     """
     for sort in ("", "RECEIVED", "seq"):
         with pytest.raises(ValueError):
-            await store.list_tasks(limit=1, sort=sort)
+            await store.list_tasks(TaskQuery(sort=sort), limit=1)
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 5, 12, 13])
@@ -546,9 +545,7 @@ async def test_paging_received_stable_while_submissions_arrive(store: Store) -> 
     after: tuple[int, int] | None = None
     n = 100
     while True:
-        page = await store.list_tasks(
-            limit=2, sort=SORT_RECEIVED, after=after, with_total=False
-        )
+        page = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=2, after=after, with_total=False)
         assert page.total is None
         seen.extend(ids(page.tasks))
         if page.next_after is None:
@@ -578,41 +575,41 @@ async def test_list_new_filters(store: Store) -> None:
     a = [s.id for s in appended]
 
     async def listed(sort: str = SORT_RECEIVED, **filters: Any) -> tuple[list[str], int]:
-        page = await store.list_tasks(limit=100, sort=sort, **filters)
+        page = await store.list_tasks(TaskQuery(sort=sort, **filters), limit=100)
         assert page.total is not None
         return ids(page.tasks), page.total
 
     assert await listed(door="native") == ([a[7], a[5], a[3], a[1]], 4)
     assert await listed(door="a2a-jsonrpc") == ([a[6], a[4], a[2], a[0]], 4)
     assert await listed(door="websocket") == ([], 0)
-    assert await listed(received_since_ms=T0 + 50) == ([a[7], a[6], a[5]], 3)
-    assert await listed(received_until_ms=T0 + 20) == ([a[1], a[0]], 2)
-    assert await listed(received_since_ms=T0 + 20, received_until_ms=T0 + 40) == (
+    assert await listed(since=T0 + 50) == ([a[7], a[6], a[5]], 3)
+    assert await listed(until=T0 + 20) == ([a[1], a[0]], 2)
+    assert await listed(since=T0 + 20, until=T0 + 40) == (
         [a[3], a[2]],
         2,
     )
-    assert await listed(received_since_ms=T0 + 40, received_until_ms=T0 + 40) == ([], 0)
-    assert await listed(door="native", received_since_ms=T0 + 10, received_until_ms=T0 + 70) == (
+    assert await listed(since=T0 + 40, until=T0 + 40) == ([], 0)
+    assert await listed(door="native", since=T0 + 10, until=T0 + 70) == (
         [a[5], a[3], a[1]],
         3,
     )
-    assert await listed(door="native", state=STATE_COMPLETED) == ([a[1]], 1)
-    assert await listed(door="a2a-jsonrpc", state=STATE_SUBMITTED) == (
+    assert await listed(door="native", status=STATE_COMPLETED) == ([a[1]], 1)
+    assert await listed(door="a2a-jsonrpc", status=STATE_SUBMITTED) == (
         [a[4], a[2], a[0]],
         3,
     )
-    assert await listed(received_until_ms=T0 + 70, updated_after_ms=T0 + 40) == (
+    assert await listed(until=T0 + 70, status_timestamp_after=T0 + 40) == (
         [a[6], a[5], a[4]],
         3,
     )
     assert await listed(door="native", context_id=appended[3].context_id) == ([a[3]], 1)
     assert await listed(door="native", context_id=appended[2].context_id) == ([], 0)
     # The status order keeps the filters; a6 was decided last, a1 first.
-    assert await listed(SORT_UPDATED, received_since_ms=T0 + 10) == (
+    assert await listed(SORT_UPDATED, since=T0 + 10) == (
         [a[6], a[7], a[5], a[4], a[3], a[2], a[1]],
         7,
     )
-    assert await listed(SORT_UPDATED, door="native", received_until_ms=T0 + 40) == (
+    assert await listed(SORT_UPDATED, door="native", until=T0 + 40) == (
         [a[3], a[1]],
         2,
     )
@@ -626,8 +623,8 @@ async def test_list_without_total(store: Store) -> None:
     for n in range(5):
         await store.append(submission(n))
     for sort in (SORT_UPDATED, SORT_RECEIVED):
-        counted = await store.list_tasks(limit=3, sort=sort)
-        uncounted = await store.list_tasks(limit=3, sort=sort, with_total=False)
+        counted = await store.list_tasks(TaskQuery(sort=sort), limit=3)
+        uncounted = await store.list_tasks(TaskQuery(sort=sort), limit=3, with_total=False)
         assert counted.total == 5
         assert uncounted == TaskPage(
             tasks=counted.tasks, total=None, next_after=counted.next_after

@@ -58,6 +58,7 @@ from twisted.logger import formatEvent
 
 from beacon.store import (
     SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
@@ -65,6 +66,7 @@ from beacon.store import (
     PostgreSQLStore,
     StoreError,
     StoreEvent,
+    TaskQuery,
     _sqlite,
     open_store,
     parse_store_url,
@@ -510,7 +512,7 @@ async def test_unstorable_text_fails_alone(stores: Any) -> None:
     assert await store.get("a\x00b") is None
     assert await store.status("a\x00b") is None
     assert await store.decide("a\x00b", STATE_COMPLETED, DECIDED_AT, None) is None
-    page = await store.list_tasks(limit=5, context_id="\x00")
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, context_id="\x00"), limit=5)
     assert (page.tasks, page.total) == ([], 0)
     with pytest.raises(StoreError, match="note"):
         await store.decide(submission(1).id, STATE_COMPLETED, DECIDED_AT, "\x00")
@@ -759,17 +761,17 @@ async def test_upgrade_from_version_1(
     version_1_schema(postgresql, schema, appended)
     store = stores()
     a = [s.id for s in appended]
-    assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [a[0]]
-    assert ids((await store.list_tasks(limit=10, search="sender oldsubject")).tasks) == [a[1]]
-    received = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+    assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)).tasks) == [a[0]]
+    assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="sender oldsubject"), limit=10)).tasks) == [a[1]]
+    received = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=10)
     assert [t.submission for t in received.tasks] == [appended[i] for i in (1, 3, 0, 4, 2)]
     await store.append(submission(5, content=text("a new oldword")))
-    assert (await store.list_tasks(limit=10, search="oldword")).total == 2
+    assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)).total == 2
     assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 1
     task = await store.get(a[0])
     assert task is not None
     assert (task.submission.content, task.note, task.purged_at_ms) == (b"", None, DECIDED_AT + 2)
-    assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [submission(5).id]
+    assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)).tasks) == [submission(5).id]
     with postgresql.connect(schema) as connection:
         assert connection.execute(
             "SELECT version FROM beacon_schema ORDER BY version"
@@ -799,19 +801,21 @@ def test_queries_can_use_the_indexes(
         )
         with postgresql.connect(schema) as connection:
             connection.execute("SET enable_seqscan = off")
-            if request.id_prefix is None and request.search is None:
+            if request.query.id_prefix is None and request.search is None:
                 connection.execute("SET enable_sort = off")
             rows = connection.execute(f"EXPLAIN {query}", params).fetchall()
         return "\n".join(row[0] for row in rows)
 
-    first = plan(PageRequest(limit=50, sort=SORT_RECEIVED))
+    first = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50))
     assert "Index Scan Backward using submissions_by_received" in first, first
-    after = plan(PageRequest(limit=50, sort=SORT_RECEIVED, after=(T0, 5)))
+    after = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50, after=(T0, 5)))
     assert "submissions_by_received" in after and "Index Cond" in after, after
     for count in (False, True):
-        prefix = plan(PageRequest(limit=50, sort=SORT_RECEIVED, id_prefix="0ab1c2"), count)
+        prefix = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED, id_prefix="0ab1c2"), limit=50), count)
         assert "submissions_by_id_prefix" in prefix, prefix
-        search = plan(PageRequest(limit=50, search="word"), count)
+        search = plan(
+            PageRequest(TaskQuery(sort=SORT_UPDATED, search="word"), limit=50, search="word"), count
+        )
         assert "submissions_search" in search, search
 
 
@@ -847,7 +851,9 @@ def test_search_never_runs_in_parallel_workers(
             "enable_indexscan = off",
         ):
             connection.execute(f"SET {setting}")
-        query, params = DIALECT.count_query(PageRequest(limit=1, search="word"))
+        query, params = DIALECT.count_query(
+            PageRequest(TaskQuery(sort=SORT_UPDATED, search="word"), limit=1, search="word")
+        )
         assert connection.execute(query, params).fetchone() == (2000,)
         (volatility, parallel, cost) = connection.execute(
             "SELECT provolatile, proparallel, procost FROM pg_proc"

@@ -15,12 +15,14 @@ import pytest_twisted
 
 from beacon.store import (
     SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     AlreadyDecided,
-    StoredTask,
     StoreEvent,
+    StoredTask,
     Submission,
+    TaskQuery,
     TaskStatusRecord,
 )
 from store_support import (
@@ -98,7 +100,7 @@ async def test_purge(store: Store) -> None:
     )
     assert task.submission.sha256 == appended[1].sha256
     # Listed as they are, purged or not.
-    page = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+    page = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=10)
     assert [t.purged_at_ms for t in page.tasks] == [None, None, DECIDED_AT + 100, DECIDED_AT + 99]
     # A purged task stays decided.
     with pytest.raises(AlreadyDecided):
@@ -131,14 +133,14 @@ async def test_purged_never_found_by_search(store: Store) -> None:
     A purged task's words are no longer searchable; the others' still are.
     """
     appended = await decided_tasks(store)
-    page = await store.list_tasks(limit=10, search="shared words")
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="shared words"), limit=10)
     assert page.total == 4
     await store.purge(DECIDED_AT + 5, DECIDED_AT + 6)
-    assert (await store.list_tasks(limit=10, search="secret0")).total == 0
-    page = await store.list_tasks(limit=10, search="shared", sort=SORT_RECEIVED)
+    assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="secret0"), limit=10)).total == 0
+    page = await store.list_tasks(TaskQuery(search="shared", sort=SORT_RECEIVED), limit=10)
     assert ids(page.tasks) == [s.id for s in reversed(appended[1:])]
     assert page.total == 3
-    assert (await store.list_tasks(limit=10, search="secret1")).total == 1
+    assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="secret1"), limit=10)).total == 1
 
 
 @pytest_twisted.ensureDeferred
@@ -190,7 +192,7 @@ async def test_purge_erases_from_the_files(db: Path) -> None:
         # them as they pile up.
         for n in range(3, 120):
             await store.append(submission(n, content=text(f"filler zqxpurgedshort {n}")))
-            assert (await store.list_tasks(limit=1, search="filler")).total == n - 2
+            assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="filler"), limit=1)).total == n - 2
         for s in doomed:
             await store.decide(s.id, STATE_REJECTED, DECIDED_AT, "zqxpurgednote")
         for n in range(3, 120):
@@ -206,12 +208,12 @@ async def test_purge_erases_from_the_files(db: Path) -> None:
         assert not db.with_name(db.name + "-wal").exists() or db.with_name(
             db.name + "-wal"
         ).stat().st_size == 0
-        page = await store.list_tasks(limit=5, search="zqxkeptword")
+        page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxkeptword"), limit=5)
         assert ids(page.tasks) == [kept.id]
-        assert (await store.list_tasks(limit=5, search="zqxpurgedshort")).total == 0
+        assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxpurgedshort"), limit=5)).total == 0
         # The store keeps working, and its index stays sound.
         await store.append(submission(200, content=text("zqxpurgedshort again")))
-        assert (await store.list_tasks(limit=5, search="zqxpurgedshort")).total == 1
+        assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxpurgedshort"), limit=5)).total == 1
     finally:
         await store.stopService()
     connection = raw(db)

@@ -44,6 +44,7 @@ from beacon.store import (
     SQLiteStore,
     Submission,
     TaskPage,
+    TaskQuery,
     search_words,
     upgrade,
 )
@@ -138,17 +139,17 @@ def expected(case: Case) -> list[str]:
             and case.purge_before is not None
             and stored.decided[1] < case.purge_before
         )
-        if f.get("state") is not None and state != f["state"]:
+        if f.get("status") is not None and state != f["status"]:
             continue
-        if f.get("updated_after_ms") is not None and updated < f["updated_after_ms"]:
+        if f.get("status_timestamp_after") is not None and updated < f["status_timestamp_after"]:
             continue
         if f.get("context_id") is not None and s.context_id != f["context_id"]:
             continue
         if f.get("door") is not None and s.door != f["door"]:
             continue
-        if f.get("received_since_ms") is not None and s.received_at_ms < f["received_since_ms"]:
+        if f.get("since") is not None and s.received_at_ms < f["since"]:
             continue
-        if f.get("received_until_ms") is not None and s.received_at_ms >= f["received_until_ms"]:
+        if f.get("until") is not None and s.received_at_ms >= f["until"]:
             continue
         if f.get("id_prefix") is not None and not s.id.startswith(f["id_prefix"]):
             continue
@@ -196,12 +197,12 @@ def cases(draw: st.DrawFn) -> Case:
         st.fixed_dictionaries(
             {},
             optional={
-                "state": st.sampled_from([STATE_SUBMITTED, STATE_COMPLETED, STATE_REJECTED]),
-                "updated_after_ms": st.integers(0, 9).map(lambda t: T0 + t),
+                "status": st.sampled_from([STATE_SUBMITTED, STATE_COMPLETED, STATE_REJECTED]),
+                "status_timestamp_after": st.integers(0, 9).map(lambda t: T0 + t),
                 "context_id": st.sampled_from(["context-0", "context-1"]),
                 "door": st.sampled_from(DOORS),
-                "received_since_ms": st.integers(0, 6).map(lambda t: T0 + t),
-                "received_until_ms": st.integers(0, 6).map(lambda t: T0 + t),
+                "since": st.integers(0, 6).map(lambda t: T0 + t),
+                "until": st.integers(0, 6).map(lambda t: T0 + t),
                 "search": search,
                 "id_prefix": st.sampled_from(PREFIXES + ["0ab1c2000"]),
             },
@@ -244,12 +245,12 @@ EXAMPLES = [
         sort=SORT_UPDATED,
         limit=1,
         filters={
-            "state": STATE_SUBMITTED,
-            "updated_after_ms": T0,
+            "status": STATE_SUBMITTED,
+            "status_timestamp_after": T0,
             "context_id": "context-1",
             "door": "native",
-            "received_since_ms": T0 + 1,
-            "received_until_ms": T0 + 3,
+            "since": T0 + 1,
+            "until": T0 + 3,
             "search": "ALPHA",
             "id_prefix": "0ab1c3",
         },
@@ -328,7 +329,7 @@ def test_memory_store_pages_like_the_model(case: Case) -> None:
 
     def read_page(after: tuple[int, int] | None) -> TaskPage:
         return fired(  # type: ignore[no-any-return]
-            store.list_tasks(limit=case.limit, sort=case.sort, after=after, **case.filters)
+            store.list_tasks(TaskQuery(sort=case.sort, **case.filters), limit=case.limit, after=after)
         )
 
     check_walk(case, read_page)
@@ -358,11 +359,12 @@ def request_of(case: Case, dialect: Any, after: tuple[int, int] | None) -> PageR
     """
     The PageRequest list_tasks makes of C{case}'s request.
     """
-    filters = dict(case.filters)
-    if "search" in filters:
-        filters["search"] = dialect.search_parameter(filters["search"])
-        assert filters["search"] is not None
-    return PageRequest(limit=case.limit, sort=case.sort, after=after, **filters)
+    query = TaskQuery(sort=case.sort, **case.filters)
+    search = None
+    if query.search is not None:
+        search = dialect.search_parameter(query.search)
+        assert search is not None
+    return PageRequest(query, limit=case.limit, after=after, search=search)
 
 
 def store_rows(connection: Any, case: Case, mark: str) -> None:

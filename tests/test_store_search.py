@@ -18,11 +18,13 @@ from twisted.internet.defer import gatherResults
 from beacon.store import (
     MIN_ID_PREFIX,
     SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
     SQLiteStore,
     TaskPage,
+    TaskQuery,
 )
 from beacon.store._sqlite import (
     CATCH_UP_THRESHOLD,
@@ -84,7 +86,7 @@ async def test_search_text_and_structured(store: Store) -> None:
     a = [s.id for s in appended]
 
     async def found(search: str, **filters: Any) -> list[str]:
-        page = await store.list_tasks(limit=10, search=search, **filters)
+        page = await store.list_tasks(TaskQuery(**{"sort": SORT_UPDATED, "search": search, **filters}), limit=10)
         assert page.total == len(page.tasks)
         return ids(page.tasks)
 
@@ -117,7 +119,7 @@ async def test_search_words(store: Store) -> None:
     a = [s.id for s in appended]
 
     async def found(search: str) -> list[str]:
-        page = await store.list_tasks(limit=10, search=search, sort=SORT_RECEIVED)
+        page = await store.list_tasks(TaskQuery(search=search, sort=SORT_RECEIVED), limit=10)
         return ids(page.tasks)
 
     assert await found("MEETING school") == [a[1]]
@@ -146,10 +148,10 @@ async def test_search_without_words(store: Store, search: str) -> None:
     A search with no word in it matches nothing (and is no error).
     """
     await store.append(submission(1, content=text("anything _ -- at all")))
-    assert await store.list_tasks(limit=5, search=search) == TaskPage(
+    assert await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search=search), limit=5) == TaskPage(
         tasks=[], total=0, next_after=None
     )
-    page = await store.list_tasks(limit=5, search=search, with_total=False)
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search=search), limit=5, with_total=False)
     assert (page.tasks, page.total) == ([], None)
 
 
@@ -177,7 +179,7 @@ async def test_search_with_filters_and_paging(store: Store) -> None:
     tasks, pages = await all_pages(store, 3, search="even")
     assert ids(tasks) == newest_first(even, {appended[4].id: T0 + 100})
     tasks, _ = await all_pages(
-        store, 2, search="common", door="native", state=STATE_SUBMITTED
+        store, 2, search="common", door="native", status=STATE_SUBMITTED
     )
     assert ids(tasks) == newest_first(
         [s for n, s in enumerate(appended) if n % 3 == 0 and n != 4], {}
@@ -202,7 +204,9 @@ async def test_id_prefix(store: Store) -> None:
     a = [s.id for s in appended]
 
     async def found(prefix: str, **filters: Any) -> tuple[list[str], int | None]:
-        page = await store.list_tasks(limit=10, id_prefix=prefix, **filters)
+        page = await store.list_tasks(
+            TaskQuery(**{"sort": SORT_UPDATED, "id_prefix": prefix, **filters}), limit=10
+        )
         return ids(page.tasks), page.total
 
     assert MIN_ID_PREFIX == 6
@@ -214,15 +218,15 @@ async def test_id_prefix(store: Store) -> None:
     assert await found("vvvvvv") == ([a[3]], 1)
     assert await found("0ab1c3") == ([], 0)
     assert await found("zzzzzz") == ([], 0)
-    assert await found("0ab1c2", sort=SORT_RECEIVED, state=STATE_SUBMITTED) == (
+    assert await found("0ab1c2", sort=SORT_RECEIVED, status=STATE_SUBMITTED) == (
         [a[1], a[0]],
         2,
     )
     await store.decide(a[0], STATE_COMPLETED, DECIDED_AT, None)
-    assert await found("0ab1c2", state=STATE_COMPLETED) == ([a[0]], 1)
+    assert await found("0ab1c2", status=STATE_COMPLETED) == ([a[0]], 1)
     for bad in ("", "0ab1c", "0AB1C2", "0ab1c-", "0ab1c2*", "0ab1c2%", "0ab1c_", "0ab1c2 ", "éab1c2"):
         with pytest.raises(ValueError):
-            await store.list_tasks(limit=10, id_prefix=bad)
+            await store.list_tasks(TaskQuery(sort=SORT_UPDATED, id_prefix=bad), limit=10)
 
 
 # SQLite: the search index, caught up behind the commit.
@@ -320,7 +324,7 @@ async def test_search_finds_what_was_just_appended(
     for s in few:
         await sqlite_store.append(s)
     assert index_state(db) == (0, 0, 3)
-    page = await sqlite_store.list_tasks(limit=10, search="zqxfresh")
+    page = await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfresh"), limit=10)
     assert ids(page.tasks) == [s.id for s in reversed(few)]
     assert index_state(db) == (3, 3, 3)
     many = [
@@ -329,10 +333,10 @@ async def test_search_finds_what_was_just_appended(
     ]
     await gatherResults([sqlite_store.append(s) for s in many])
     pages = await gatherResults(
-        [sqlite_store.list_tasks(limit=1, search="zqxmany") for _ in range(3)]
+        [sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxmany"), limit=1) for _ in range(3)]
     )
     assert [page.total for page in pages] == [len(many)] * 3
-    assert (await sqlite_store.list_tasks(limit=5, search="zqxfresh")).total == 3
+    assert (await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfresh"), limit=5)).total == 3
     everything = len(few) + len(many)
     assert index_state(db) == (everything, everything, everything)
     check_index(db)
@@ -369,12 +373,12 @@ async def test_a_batch_leaves_the_index_alone(sqlite_store: SQLiteStore, db: Pat
     as they were; the search after it indexes the new row.
     """
     await sqlite_store.append(submission(0, content=text("zqxfirst")))
-    assert (await sqlite_store.list_tasks(limit=5, search="zqxfirst")).total == 1
+    assert (await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfirst"), limit=5)).total == 1
     before = index_tables(db)
     await sqlite_store.append(submission(1, content=text("zqxsecond")))
     assert index_tables(db) == before
     assert index_state(db) == (1, 1, 2)
-    assert (await sqlite_store.list_tasks(limit=5, search="zqxsecond")).total == 1
+    assert (await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxsecond"), limit=5)).total == 1
     assert index_state(db) == (2, 2, 2)
 
 
@@ -411,10 +415,10 @@ async def test_purge_of_rows_never_indexed(sqlite_store: SQLiteStore, db: Path) 
     assert index_state(db) == (3, 6, 6)
     check_index(db)
     for n in range(3):
-        assert (await sqlite_store.list_tasks(limit=5, search=f"zqxdoomed{n}")).total == 0
-    page = await sqlite_store.list_tasks(limit=10, search="zqxshared")
+        assert (await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search=f"zqxdoomed{n}"), limit=5)).total == 0
+    page = await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxshared"), limit=10)
     assert ids(page.tasks) == [s.id for s in reversed(kept)]
-    assert (await sqlite_store.list_tasks(limit=10, search="zqxkept")).total == 3
+    assert (await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxkept"), limit=10)).total == 3
     assert index_state(db) == (3, 6, 6)
     check_index(db)
 
@@ -442,13 +446,13 @@ async def test_upgrade_from_version_2(db: Path) -> None:
     store = open_store(db)
     try:
         assert index_state(db) == (3, 3, 3)
-        page = await store.list_tasks(limit=10, search="zqxold")
+        page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxold"), limit=10)
         assert ids(page.tasks) == [appended[0].id, appended[1].id]
-        assert ids((await store.list_tasks(limit=10, search="sender")).tasks) == [
+        assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="sender"), limit=10)).tasks) == [
             appended[1].id
         ]
         await store.append(submission(3, content=text("a new zqxold")))
-        assert (await store.list_tasks(limit=10, search="zqxold")).total == 3
+        assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxold"), limit=10)).total == 3
         assert index_state(db) == (4, 4, 4)
     finally:
         await store.stopService()
@@ -493,7 +497,7 @@ async def test_start_indexes_what_was_left_unindexed(db: Path, logged_events: An
     try:
         assert index_state(db) == (5, 5, 5)
         assert [e["count"] for e in logged_events.named("store.search_indexed")] == [5]
-        assert (await store.list_tasks(limit=10, search="zqxleft")).total == 5
+        assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxleft"), limit=10)).total == 5
     finally:
         await store.stopService()
     assert index_state(db) == (5, 5, 5)
@@ -527,15 +531,15 @@ async def test_two_stores_search_each_others_rows(db: Path) -> None:
     one, two = open_store(db), open_store(db)
     try:
         await one.append(submission(0, content=text("zqxfromone")))
-        assert (await two.list_tasks(limit=5, search="zqxfromone")).total == 1
+        assert (await two.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfromone"), limit=5)).total == 1
         await two.append(submission(1, content=text("zqxfromtwo")))
         await one.append(submission(2, content=text("zqxfromone again")))
         pages = await gatherResults(
             [
-                one.list_tasks(limit=5, search="zqxfromtwo"),
-                two.list_tasks(limit=5, search="zqxfromone"),
-                one.list_tasks(limit=5, search="zqxfromone"),
-                two.list_tasks(limit=5, search="zqxfromtwo"),
+                one.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfromtwo"), limit=5),
+                two.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfromone"), limit=5),
+                one.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfromone"), limit=5),
+                two.list_tasks(TaskQuery(sort=SORT_UPDATED, search="zqxfromtwo"), limit=5),
             ]
         )
         assert [page.total for page in pages] == [1, 2, 2, 1]

@@ -21,14 +21,16 @@ from twisted.python.threadable import isInIOThread
 
 from beacon.store import (
     SORT_RECEIVED,
+    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     STATE_SUBMITTED,
     AlreadyDecided,
     SQLiteStore,
-    StoredTask,
     StoreError,
     StoreEvent,
+    StoredTask,
+    TaskQuery,
 )
 from beacon.store._sqlite import SCHEMA_VERSION
 from store_support import (
@@ -122,7 +124,7 @@ async def test_large_mixed_batch_is_stored_row_for_row(sqlite_store: SQLiteStore
     for n in range(1, 81):
         stored = await sqlite_store.get(submission(n).id)
         assert stored is not None and stored.submission == submission(n)
-    page = await sqlite_store.list_tasks(limit=100, state=STATE_SUBMITTED)
+    page = await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, status=STATE_SUBMITTED), limit=100)
     assert [t.submission.id for t in page.tasks] == [submission(n).id for n in range(80, 0, -1)]
 
 
@@ -199,7 +201,7 @@ async def test_append_only_triggers(sqlite_store: SQLiteStore, db: Path) -> None
     await sqlite_store.decide(stored.id, STATE_COMPLETED, DECIDED_AT, "a note")
     # A purges row needs its submission indexed for search: a search
     # indexes both.
-    await sqlite_store.list_tasks(limit=1, search="submission")
+    await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="submission"), limit=1)
     connection = raw(db)
     try:
         refused = (
@@ -478,19 +480,19 @@ async def test_upgrade_from_version_1(db: Path) -> None:
     store = open_store(db)
     try:
         a = [s.id for s in appended]
-        page = await store.list_tasks(limit=10, search="oldword")
+        page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)
         assert ids(page.tasks) == [a[0]]
-        assert ids((await store.list_tasks(limit=10, search="sender oldsubject")).tasks) == [a[1]]
-        received = await store.list_tasks(limit=10, sort=SORT_RECEIVED)
+        assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="sender oldsubject"), limit=10)).tasks) == [a[1]]
+        received = await store.list_tasks(TaskQuery(sort=SORT_RECEIVED), limit=10)
         assert ids(received.tasks) == [a[1], a[3], a[0], a[2]]
         assert [t.submission for t in received.tasks] == [appended[i] for i in (1, 3, 0, 2)]
         await store.append(submission(4, content=text("a new oldword")))
-        assert (await store.list_tasks(limit=10, search="oldword")).total == 2
+        assert (await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)).total == 2
         assert await store.purge(DECIDED_AT + 1, DECIDED_AT + 2) == 1
         task = await store.get(a[0])
         assert task is not None
         assert (task.submission.content, task.note, task.purged_at_ms) == (b"", None, DECIDED_AT + 2)
-        assert ids((await store.list_tasks(limit=10, search="oldword")).tasks) == [submission(4).id]
+        assert ids((await store.list_tasks(TaskQuery(sort=SORT_UPDATED, search="oldword"), limit=10)).tasks) == [submission(4).id]
     finally:
         await store.stopService()
     connection = raw(db)
@@ -529,10 +531,10 @@ async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) 
     await sqlite_store.append(submission(1))
     plans = {}
     for name, request in {
-        "first": PageRequest(limit=50, sort=SORT_RECEIVED),
-        "after": PageRequest(limit=50, sort=SORT_RECEIVED, after=(T0, 5)),
+        "first": PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50),
+        "after": PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50, after=(T0, 5)),
         "filtered": PageRequest(
-            limit=50, sort=SORT_RECEIVED, state=STATE_SUBMITTED, door="native"
+            TaskQuery(sort=SORT_RECEIVED, status=STATE_SUBMITTED, door="native"), limit=50
         ),
     }.items():
         plans[name] = query_plan(db, *DIALECT.page_query(request))
@@ -540,13 +542,15 @@ async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) 
         assert "submissions_by_received" in plan, (name, plan)
         assert "TEMP B-TREE" not in plan, (name, plan)
     assert "received_at_ms<?" in plans["after"], plans["after"]
-    prefix = PageRequest(limit=50, sort=SORT_RECEIVED, id_prefix="0ab1c2")
+    prefix = PageRequest(TaskQuery(sort=SORT_RECEIVED, id_prefix="0ab1c2"), limit=50)
     for query in (DIALECT.page_query(prefix), DIALECT.count_query(prefix)):
         assert "sqlite_autoindex_submissions_1 (id>? AND id<?)" in query_plan(db, *query)
     # A search in the received order walks the index too (stopping at the
     # page's end), testing each row against the search's rowids; its count
     # starts from them.
-    search = PageRequest(limit=50, sort=SORT_RECEIVED, search='"word"')
+    search = PageRequest(
+        TaskQuery(sort=SORT_RECEIVED, search="word"), limit=50, search='"word"'
+    )
     plan = query_plan(db, *DIALECT.page_query(search))
     assert "SCAN s USING INDEX submissions_by_received" in plan, plan
     assert "VIRTUAL TABLE INDEX" in plan and "TEMP B-TREE" not in plan, plan
@@ -683,7 +687,7 @@ async def test_append_and_status_after_stop_fail(sqlite_store: SQLiteStore) -> N
     with pytest.raises(StoreError):
         await sqlite_store.get(submission(1).id)
     with pytest.raises(StoreError):
-        await sqlite_store.list_tasks(limit=1)
+        await sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=1)
 
 
 @pytest_twisted.ensureDeferred
@@ -719,7 +723,7 @@ async def test_stop_waits_for_reads(sqlite_store: SQLiteStore) -> None:
     await sqlite_store.append(submission(1))
     reading = sqlite_store.status(submission(1).id)
     getting = sqlite_store.get(submission(1).id)
-    listing = sqlite_store.list_tasks(limit=1)
+    listing = sqlite_store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=1)
     await sqlite_store.stopService()
     assert reading.called and getting.called and listing.called
     status = await reading

@@ -53,7 +53,6 @@ from beacon.protocol import (
     Method,
     ParamsReader,
     STATE_UNSPECIFIED,
-    TASK_STATES,
     TERMINAL_STATES,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -62,10 +61,8 @@ from beacon.protocol import (
     params_parser,
 )
 from beacon.protocol import types
+from beacon.protocol.query import SORT_UPDATED, TaskQuery, read_params
 from beacon.store import (
-    MIN_ID_PREFIX,
-    SORT_RECEIVED,
-    SORT_UPDATED,
     STATE_COMPLETED,
     STATE_REJECTED,
     AlreadyDecided,
@@ -89,17 +86,7 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 #: The most ids one C{beacon.review.DecideMany} takes.
 MAX_BULK_IDS = 1000
-#: The longest C{search} accepted, in characters.
-MAX_SEARCH_LENGTH = 1000
-#: The longest C{door} filter accepted, in characters.
-MAX_DOOR_LENGTH = 64
 _TOKEN = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
-#: An id prefix: receipt ids are lower-case base32hex digits.
-_ID_PREFIX = re.compile(r"\A[0-9a-v]+\Z")
-#: A search must hold at least one word (what full-text search matches).
-_WORD = re.compile(r"\w", re.UNICODE)
-#: A door filter: a binding name as C{CallContext.binding} spells it.
-_DOOR = re.compile(r"\A[a-z0-9][a-z0-9+._-]*\Z")
 
 
 def _decision_and_note(reader: ParamsReader) -> tuple[str, str | None]:
@@ -121,16 +108,11 @@ def _follow_request(reader: ParamsReader) -> None:
 @dataclass(frozen=True)
 class ReviewListRequest:
     """
-    The params of C{beacon.review.List}; see L{EXTENSION_DECLARATIONS}.
+    The params of C{beacon.review.List}; see L{EXTENSION_DECLARATIONS}:
+    the query (its params named as L{QUERY_KEYS} says) and its paging.
     """
 
-    sort: str
-    state: str | None
-    door: str | None
-    since_ms: int | None
-    until_ms: int | None
-    search: str | None
-    id_prefix: str | None
+    query: TaskQuery
     page_size: int
     page_token: str
     history_length: int | None
@@ -142,42 +124,13 @@ def _epoch_ms(when: datetime | None) -> int | None:
 
 
 def _list_request(reader: ParamsReader) -> ReviewListRequest:
-    sort = reader.string("sort") or SORT_RECEIVED
-    if sort not in (SORT_RECEIVED, SORT_UPDATED):
-        reader.fail("sort", f'must be "{SORT_RECEIVED}" or "{SORT_UPDATED}"')
-    status = reader.enum("status", TASK_STATES)
-    door = reader.string("door", limit=MAX_DOOR_LENGTH) or None
-    if door is not None and not _DOOR.match(door):
-        reader.fail("door", "is not a door name")
-    since = reader.timestamp("since")
-    until = reader.timestamp("until")
-    if since is not None and until is not None and until <= since:
-        reader.fail("until", "must be later than since")
-    search: str | None = None
-    if reader.raw("search") is not None:
-        search = reader.string("search", limit=MAX_SEARCH_LENGTH)
-        if not _WORD.search(search):
-            reader.fail("search", "must hold at least one word")
-    id_prefix = reader.string("idPrefix", limit=types.MAX_ID_LENGTH) or None
-    if id_prefix is not None and (
-        len(id_prefix) < MIN_ID_PREFIX or not _ID_PREFIX.match(id_prefix)
-    ):
-        reader.fail(
-            "idPrefix",
-            f"must be at least {MIN_ID_PREFIX} lower-case id characters (0-9, a-v)",
-        )
+    query = read_params(reader)
     page_size = reader.int32("pageSize")
     if page_size is not None and not (1 <= page_size <= MAX_PAGE_SIZE):
         reader.fail("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
     include_total = reader.boolean("includeTotal")
     return ReviewListRequest(
-        sort=sort,
-        state=None if status == STATE_UNSPECIFIED else status,
-        door=door,
-        since_ms=_epoch_ms(since),
-        until_ms=_epoch_ms(until),
-        search=search,
-        id_prefix=id_prefix,
+        query=query,
         page_size=page_size or DEFAULT_PAGE_SIZE,
         page_token=reader.string("pageToken", limit=1024),
         history_length=reader.int32("historyLength", minimum=0),
@@ -407,13 +360,13 @@ class OperatorPolicy(NoPushNoExtendedCard):
             if request.status_timestamp_after is not None
             else None
         )
-        page = yield self._store.list_tasks(
-            limit=size,
-            state=state,
-            updated_after_ms=updated_after,
+        query = TaskQuery(
+            status=state,
+            status_timestamp_after=updated_after,
             context_id=request.context_id or None,
-            after=after,
+            sort=SORT_UPDATED,
         )
+        page = yield self._store.list_tasks(query, limit=size, after=after)
         return {
             "tasks": [full_task(t, request.history_length) for t in page.tasks],
             "nextPageToken": encode_page_token(page.next_after) if page.next_after else "",
@@ -469,29 +422,20 @@ class OperatorPolicy(NoPushNoExtendedCard):
     def review_list(self, context: CallContext, request: ReviewListRequest) -> Any:
         """
         Find submissions: C{beacon.review.List}, newest first by receipt
-        (or status) time, with every filter of L{ReviewListRequest}.
+        (or status) time, with every filter of its L{TaskQuery}.
         """
-        after = (
-            decode_list_token(request.sort, request.page_token)
-            if request.page_token
-            else None
-        )
+        sort = request.query.sort
+        after = decode_list_token(sort, request.page_token) if request.page_token else None
         page = yield self._store.list_tasks(
+            request.query,
             limit=request.page_size,
-            state=request.state,
             after=after,
-            sort=request.sort,
-            door=request.door,
-            received_since_ms=request.since_ms,
-            received_until_ms=request.until_ms,
-            search=request.search,
-            id_prefix=request.id_prefix,
             with_total=request.include_total,
         )
         answer: dict[str, Any] = {
             "tasks": [full_task(t, request.history_length) for t in page.tasks],
             "nextPageToken": (
-                encode_list_token(request.sort, page.next_after)
+                encode_list_token(sort, page.next_after)
                 if page.next_after
                 else ""
             ),

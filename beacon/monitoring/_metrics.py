@@ -52,6 +52,7 @@ from beacon import __version__
 from beacon.bindings.admission import REASONS
 from beacon.protocol import DOORS
 from beacon.store import (
+    TaskQuery,
     DECISION_ALREADY_MADE,
     DECISION_FAILED,
     DECISION_NOT_FOUND,
@@ -188,7 +189,7 @@ class PendingCount(Service):
         if IMeasuredStore.providedBy(self._store):
             counted: Deferred[int] = self._store.count_undecided()
             return counted
-        page = self._store.list_tasks(limit=1, state=STATE_SUBMITTED, with_total=True)
+        page = self._store.list_tasks(TaskQuery(status=STATE_SUBMITTED), limit=1)
         return page.addCallback(lambda page: int(page.total or 0))
 
     def _counted(self, count: int) -> int:

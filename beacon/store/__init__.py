@@ -25,6 +25,17 @@ each with one job:
 
 # The task states a stored submission can be in are the protocol's.
 from beacon.protocol import STATE_COMPLETED, STATE_REJECTED, STATE_SUBMITTED
+# What list_tasks is asked is the protocol's query (the review surfaces make
+# it), with its orders and its checks.
+from beacon.protocol.query import (
+    MIN_ID_PREFIX,
+    SORT_RECEIVED,
+    SORT_UPDATED,
+    SORTS,
+    TaskQuery,
+    check_id_prefix,
+    check_sort,
+)
 from beacon.store._measured import (
     DECISION_ALREADY_MADE,
     DECISION_FAILED,
@@ -35,11 +46,7 @@ from beacon.store._measured import (
 from beacon.store._interface import (
     AlreadyDecided,
     ISubmissionStore,
-    MIN_ID_PREFIX,
     NotificationBatch,
-    SORT_RECEIVED,
-    SORT_UPDATED,
-    SORTS,
     StoreError,
     StoredTask,
     StoreEvent,
@@ -47,10 +54,8 @@ from beacon.store._interface import (
     Submission,
     TaskStatusRecord,
     check_decision_state,
-    check_id_prefix,
     check_lease,
     check_limit,
-    check_sort,
     search_words,
 )
 from beacon.store._listeners import StoreListeners
@@ -70,6 +75,7 @@ __all__ = [
     "StoreEvent",
     "StoreListeners",
     "TaskPage",
+    "TaskQuery",
     "ISubmissionStore",
     "MIN_ID_PREFIX",
     "NotificationBatch",

@@ -7,9 +7,9 @@ facts about it (review decisions) are appended as events, and a task's state is
 derived from its newest event. The one exception is L{ISubmissionStore.purge}:
 a person may erase the content (and the decision's note) of decided
 submissions, keeping everything else. Every method returns a L{Deferred}; no
-backend may block the reactor thread. L{check_decision_state},
-L{check_limit}, L{check_sort}, L{check_id_prefix} and L{check_lease} are the
-argument checks every backend makes; L{search_words} says what the words of a
+backend may block the reactor thread. L{check_decision_state}, L{check_limit}
+and L{check_lease} are the argument checks every backend makes (a
+L{TaskQuery} checks its own values); L{search_words} says what the words of a
 search are.
 """
 
@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred
 from zope.interface import Interface
 
 from beacon.protocol import STATE_COMPLETED, STATE_REJECTED
+from beacon.protocol.query import TaskQuery
 
 #: The states a review decision may set.
 DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
@@ -104,8 +105,8 @@ class TaskPage:
     """
     One page of L{ISubmissionStore.list_tasks}.
 
-    @ivar tasks: In the order asked for (L{SORT_UPDATED}: newest status
-        timestamp first; L{SORT_RECEIVED}: newest receipt first; ties:
+    @ivar tasks: In the order asked for (C{SORT_UPDATED}: newest status
+        timestamp first; C{SORT_RECEIVED}: newest receipt first; ties:
         highest C{seq} first).
     @ivar total: How many tasks match the filters, before paging, or
         L{None} when the caller did not ask (C{with_total=False}).
@@ -117,16 +118,6 @@ class TaskPage:
     tasks: list[StoredTask]
     total: int | None
     next_after: tuple[int, int] | None
-
-
-#: L{ISubmissionStore.list_tasks} orders: by status timestamp (the A2A
-#: ListTasks order) or by time of receipt.
-SORT_UPDATED = "updated"
-SORT_RECEIVED = "received"
-SORTS = frozenset({SORT_UPDATED, SORT_RECEIVED})
-
-#: The fewest characters an id prefix filter may have.
-MIN_ID_PREFIX = 6
 
 
 @dataclass(frozen=True)
@@ -193,53 +184,28 @@ class ISubmissionStore(Interface):
         """
 
     def list_tasks(
+        query: TaskQuery,
         *,
         limit: int,
-        state: str | None = None,
-        updated_after_ms: int | None = None,
-        context_id: str | None = None,
         after: tuple[int, int] | None = None,
-        sort: str = SORT_UPDATED,
-        door: str | None = None,
-        received_since_ms: int | None = None,
-        received_until_ms: int | None = None,
-        search: str | None = None,
-        id_prefix: str | None = None,
         with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        List submissions, newest first by C{sort} (ties: newest arrival
-        first), with keyset paging. The filters combine with AND.
+        List the submissions C{query} matches (its filters combine with
+        AND), newest first in its order (ties: newest arrival first), with
+        keyset paging.
 
+        @param query: Which tasks, in which order (see L{TaskQuery}: its
+            fields are the filters every backend applies, its values
+            already checked).
         @param limit: The page size (at least 1).
-        @param state: Only tasks in this TaskState.
-        @param updated_after_ms: Only tasks whose status timestamp is at or
-            after this time.
-        @param context_id: Only the task with this contextId.
         @param after: The cursor of the previous page (its C{next_after},
-            with the same C{sort}): only tasks strictly after C{(key, seq)}
-            in the order above.
-        @param sort: L{SORT_UPDATED} or L{SORT_RECEIVED}.
-        @param door: Only tasks received through this door
-            (C{Submission.door}).
-        @param received_since_ms: Only tasks received at or after this time.
-        @param received_until_ms: Only tasks received strictly before this
-            time.
-        @param search: Only tasks whose searchable text (text parts; the
-            structured C{from}, C{subject} and C{body}) holds every word of
-            C{search} (L{search_words}), case-insensitively (full-text
-            search: whole words, not substrings, and no stemming; accents
-            count; purged tasks have no text). A C{search} with no word
-            matches nothing.
-        @param id_prefix: Only tasks whose id starts with this: at least
-            L{MIN_ID_PREFIX} characters, each a digit or a lower-case ASCII
-            letter (ids are lower-case base32hex; the caller lower-cases).
+            with the same C{query.sort}): only tasks strictly after
+            C{(key, seq)} in the order above.
         @param with_total: Whether to count the matching tasks
             (C{TaskPage.total}); a caller paging through everything asks
             once.
-        @raises ValueError: (as a failed Deferred) for a C{limit} below 1,
-            an unknown C{sort} or an C{id_prefix} that L{check_id_prefix}
-            refuses.
+        @raises ValueError: (as a failed Deferred) for a C{limit} below 1.
         """
 
     def purge(
@@ -340,39 +306,6 @@ def check_decision_state(state: str) -> None:
     if state not in DECISION_STATES:
         raise ValueError(
             f"a decision is {STATE_COMPLETED} or {STATE_REJECTED}, not {state!r}"
-        )
-
-
-def check_sort(sort: str) -> None:
-    """
-    Refuse an order other than L{SORT_UPDATED} or L{SORT_RECEIVED}.
-
-    @raises ValueError: If C{sort} is any other value.
-    """
-    if sort not in SORTS:
-        raise ValueError(
-            f"sort is {SORT_UPDATED!r} or {SORT_RECEIVED!r}, not {sort!r}"
-        )
-
-
-_ID_PREFIX = re.compile("[0-9a-z]+")
-
-
-def check_id_prefix(id_prefix: str) -> None:
-    """
-    Refuse an id prefix shorter than L{MIN_ID_PREFIX}, or holding anything
-    but digits and lower-case ASCII letters.
-
-    @raises ValueError: If C{id_prefix} is such a prefix.
-    """
-    if len(id_prefix) < MIN_ID_PREFIX:
-        raise ValueError(
-            f"an id prefix has at least {MIN_ID_PREFIX} characters,"
-            f" not {len(id_prefix)}"
-        )
-    if _ID_PREFIX.fullmatch(id_prefix) is None:
-        raise ValueError(
-            "an id prefix holds digits and lower-case letters a-z only"
         )
 
 

@@ -17,9 +17,8 @@ from functools import cached_property
 from typing import Any
 
 from beacon.protocol import STATE_SUBMITTED
+from beacon.protocol.query import SORT_RECEIVED, TaskQuery
 from beacon.store._interface import (
-    SORT_RECEIVED,
-    SORT_UPDATED,
     StoredTask,
     Submission,
     TaskPage,
@@ -50,24 +49,23 @@ UPDATED_AT_MS = "COALESCE(e.at_ms, s.received_at_ms)"
 class PageRequest:
     """
     One page of L{list_tasks <beacon.store.ISubmissionStore.list_tasks>} as
-    asked for, its arguments checked.
+    asked for: its query and its paging.
 
-    @ivar search: The search as the backend's dialect takes it (see
-        L{Dialect.search_parameter}), or L{None}.
+    @ivar search: The query's search as the backend's dialect takes it
+        (see L{Dialect.search_parameter}), or L{None}; the SQL reads this,
+        not C{query.search}.
     """
 
+    query: TaskQuery
     limit: int
-    sort: str = SORT_UPDATED
     after: tuple[int, int] | None = None
     with_total: bool = True
-    state: str | None = None
-    updated_after_ms: int | None = None
-    context_id: str | None = None
-    door: str | None = None
-    received_since_ms: int | None = None
-    received_until_ms: int | None = None
     search: str | None = None
-    id_prefix: str | None = None
+
+    @property
+    def sort(self) -> str:
+        """The query's order."""
+        return self.query.sort
 
 
 @dataclass(frozen=True)
@@ -202,23 +200,24 @@ class Dialect:
             read and sort every match.
         """
         mark = self.mark
+        query = request.query
         conditions: list[str] = []
         params: list[object] = []
-        if request.context_id is not None:
+        if query.context_id is not None:
             conditions.append(f"s.context_id = {mark}")
-            params.append(request.context_id)
-        if request.door is not None:
+            params.append(query.context_id)
+        if query.door is not None:
             conditions.append(f"s.door = {mark}")
-            params.append(request.door)
-        if request.received_since_ms is not None:
+            params.append(query.door)
+        if query.since is not None:
             conditions.append(f"s.received_at_ms >= {mark}")
-            params.append(request.received_since_ms)
-        if request.received_until_ms is not None:
+            params.append(query.since)
+        if query.until is not None:
             conditions.append(f"s.received_at_ms < {mark}")
-            params.append(request.received_until_ms)
-        if request.id_prefix is not None:
+            params.append(query.until)
+        if query.id_prefix is not None:
             conditions.append(self.prefix_condition)
-            params.append(request.id_prefix + self.prefix_wildcard)
+            params.append(query.id_prefix + self.prefix_wildcard)
         if request.search is not None:
             conditions.append(
                 self.search_condition.format(seq="+s.seq" if walk else "s.seq")
@@ -235,14 +234,15 @@ class Dialect:
         parameters.
         """
         mark = self.mark
+        query = request.query
         conditions: list[str] = []
         params: list[object] = []
-        if request.state is not None:
+        if query.status is not None:
             conditions.append(f"{state} = {mark}")
-            params.append(request.state)
-        if request.updated_after_ms is not None:
+            params.append(query.status)
+        if query.status_timestamp_after is not None:
             conditions.append(f"{updated_at_ms} >= {mark}")
-            params.append(request.updated_after_ms)
+            params.append(query.status_timestamp_after)
         return conditions, params
 
     def count_query(self, request: PageRequest) -> tuple[str, list[object]]:

@@ -62,7 +62,6 @@ from beacon.store._measured import (
     IMeasuredStore,
 )
 from beacon.store._interface import (
-    SORT_UPDATED,
     AlreadyDecided,
     NotificationBatch,
     StoredTask,
@@ -72,11 +71,10 @@ from beacon.store._interface import (
     TaskPage,
     TaskStatusRecord,
     check_decision_state,
-    check_id_prefix,
     check_lease,
     check_limit,
-    check_sort,
 )
+from beacon.protocol.query import TaskQuery
 from beacon.store._listeners import StoreListeners
 from beacon.store._sql import Dialect, PageRequest, status_of, task_of
 from beacon.store._workers import Workers
@@ -478,61 +476,38 @@ class ThreadedStore(Service):
 
     def list_tasks(
         self,
+        query: TaskQuery,
         *,
         limit: int,
-        state: str | None = None,
-        updated_after_ms: int | None = None,
-        context_id: str | None = None,
         after: tuple[int, int] | None = None,
-        sort: str = SORT_UPDATED,
-        door: str | None = None,
-        received_since_ms: int | None = None,
-        received_until_ms: int | None = None,
-        search: str | None = None,
-        id_prefix: str | None = None,
         with_total: bool = True,
     ) -> Deferred[TaskPage]:
         """
-        Read one page of tasks on a reader thread, newest first by C{sort}
-        (C{updated_at_ms} or C{received_at_ms}), then highest C{seq} first;
-        see L{ISubmissionStore.list_tasks}. The filters combine with AND;
-        the page and its C{total} come from one read transaction, so they
-        agree. A search first runs the backend's L{_search_preparation} on
-        the writer thread, so that it finds every submission committed
-        before it was asked for.
+        Read one page of the tasks C{query} matches on a reader thread,
+        newest first by its sort (C{updated_at_ms} or C{received_at_ms}),
+        then highest C{seq} first; see L{ISubmissionStore.list_tasks}. The
+        filters combine with AND; the page and its C{total} come from one
+        read transaction, so they agree. A search first runs the backend's
+        L{_search_preparation} on the writer thread, so that it finds every
+        submission committed before it was asked for.
 
         @return: A L{Deferred} that fires with the L{TaskPage}, or fails with
-            L{StoreError}, or with L{ValueError} for a C{limit} below 1, an
-            unknown C{sort} or a bad C{id_prefix}.
+            L{StoreError}, or with L{ValueError} for a C{limit} below 1.
         """
         try:
             check_limit(limit)
-            check_sort(sort)
-            if id_prefix is not None:
-                check_id_prefix(id_prefix)
         except ValueError:
             return fail()
         nothing = TaskPage(tasks=[], total=0 if with_total else None, next_after=None)
         searched = None
-        if search is not None:
-            searched = self._dialect.search_parameter(search)
+        if query.search is not None:
+            searched = self._dialect.search_parameter(query.search)
             if searched is None:
                 return succeed(nothing)
-        if self._unreadable(state, context_id, door):
+        if self._unreadable(query.status, query.context_id, query.door):
             return succeed(nothing)
         request = PageRequest(
-            limit=limit,
-            sort=sort,
-            after=after,
-            with_total=with_total,
-            state=state,
-            updated_after_ms=updated_after_ms,
-            context_id=context_id,
-            door=door,
-            received_since_ms=received_since_ms,
-            received_until_ms=received_until_ms,
-            search=searched,
-            id_prefix=id_prefix,
+            query, limit=limit, after=after, with_total=with_total, search=searched
         )
         if searched is not None:
             return self._read_prepared(self._select_page, request)
