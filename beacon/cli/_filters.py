@@ -1,13 +1,15 @@
 """
-What the C{beacon review} commands that find submissions share: the filter
-options (C{--status}, C{--door}, C{--since}, C{--until}, C{--search},
-C{--sort}), their value types and their one-line errors, and turning a
-short id (a unique prefix of at least six characters) into the whole one.
+What the C{beacon review} commands that find submissions share: the
+options of a L{TaskQuery} (one for each of its keys, named by
+L{beacon.protocol.query.QUERY_KEYS}: C{--status}, C{--door}, C{--since},
+C{--until}, C{--search}, C{--id-prefix}, C{--sort}), their one-line errors,
+and turning a short id (a unique prefix of at least six characters) into the
+whole one.
 
-The values are read, pages walked and short ids looked up by
-L{beacon.client} (L{beacon.client.resolve}, L{beacon.client.every_task}),
-which the web console shares; this module makes their errors the command
-line's.
+The values are read by L{beacon.protocol.query}, pages walked and short ids
+looked up by L{beacon.client} (L{beacon.client.resolve},
+L{beacon.client.every_task}), which the web console shares; this module
+makes their errors the command line's.
 """
 
 from __future__ import annotations
@@ -16,22 +18,22 @@ import argparse
 from typing import Any, Callable
 
 from beacon.client import (
-    FILTER_STATES,
     MAX_PAGE,
     FilterError,
     LookupFailed,
     OperatorClient,
-    check_range,
     every_task,
 )
 from beacon.client import parse_before as _parse_before
-from beacon.client import parse_door as _parse_door
-from beacon.client import parse_search as _parse_search
-from beacon.client import parse_since as _parse_since
-from beacon.client import parse_state as _parse_state
-from beacon.client import parse_until as _parse_until
 from beacon.client import resolve as _resolve
-from beacon.protocol import DOORS
+from beacon.protocol.query import (
+    FILTER_KEYS,
+    FILTER_STATES,
+    QUERY_KEYS,
+    TaskQuery,
+    check_range,
+)
+from beacon.protocol.query import parse_state as _parse_state
 
 #: How many characters of an id C{review list} shows by default.
 SHORT_ID = 12
@@ -45,10 +47,11 @@ __all__ = [
     "add_filter_options",
     "check_filters",
     "every_task",
-    "filters_of",
+    "filter_options",
     "has_filter",
     "parse_before",
     "parse_state",
+    "query_of",
     "resolve",
 ]
 
@@ -60,10 +63,10 @@ class UsageError(Exception):
     """
 
 
-def _option_type(parse: Callable[[str], str], name: str) -> Callable[[str], str]:
+def _option_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     """C{parse} as an argparse type: its L{FilterError} is argparse's error."""
 
-    def read(text: str) -> str:
+    def read(text: str) -> Any:
         try:
             return parse(text)
         except FilterError as e:
@@ -75,81 +78,54 @@ def _option_type(parse: Callable[[str], str], name: str) -> Callable[[str], str]
 
 
 parse_state = _option_type(_parse_state, "parse_state")
-parse_door = _option_type(_parse_door, "parse_door")
-parse_search = _option_type(_parse_search, "parse_search")
-#: C{--since}: a date is the start of that day.
-parse_since = _option_type(_parse_since, "parse_since")
-#: C{--until}: a date is the end of that day (the start of the next).
-parse_until = _option_type(_parse_until, "parse_until")
 #: C{--decided-before}: a date is the start of that day.
 parse_before = _option_type(_parse_before, "parse_before")
 
 
 def add_filter_options(parser: argparse.ArgumentParser, *, sort: bool = True) -> None:
-    """Add the filters C{review list}, C{export} and C{--matching} share."""
+    """
+    Add the options of a L{TaskQuery} (L{QUERY_KEYS <beacon.protocol.query.QUERY_KEYS>}:
+    each key's option, its value read as the console reads its query key's)
+    that C{review list}, C{export} and C{--matching} share; C{sort}:
+    whether to add C{--sort}.
+    """
     group = parser.add_argument_group("filters (they combine)")
-    group.add_argument(
-        "--status",
-        metavar="S",
-        type=parse_state,
-        default=None,
-        help="only submissions in this state: submitted, accepted, rejected or TASK_STATE_*",
-    )
-    group.add_argument(
-        "--door",
-        metavar="DOOR",
-        type=parse_door,
-        default=None,
-        help=f"only submissions that came through this door ({', '.join(DOORS)})",
-    )
-    group.add_argument(
-        "--since",
-        metavar="WHEN",
-        type=parse_since,
-        default=None,
-        help="only submissions received at or after WHEN (ISO 8601 date or time; UTC unless it says)",
-    )
-    group.add_argument(
-        "--until",
-        metavar="WHEN",
-        type=parse_until,
-        default=None,
-        help="only submissions received before WHEN (a date alone includes that day)",
-    )
-    group.add_argument(
-        "--search",
-        metavar="TEXT",
-        type=parse_search,
-        default=None,
-        help="only submissions holding every word of TEXT (text, from, subject, body)",
-    )
-    if sort:
+    for key in QUERY_KEYS:
+        if not key.filters and not sort:
+            continue
         group.add_argument(
-            "--sort",
-            choices=("received", "updated"),
-            default="received",
-            help="newest received first (default), or newest decision or receipt first",
+            key.option,
+            dest=key.name,
+            metavar=key.metavar,
+            type=_option_type(key.read_text, key.read_text.__name__),
+            default=None,
+            help=key.help,
         )
 
 
-def filters_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The C{beacon.review.List} params the filter options give."""
-    return {
-        "status": args.status,
-        "door": args.door,
-        "since": args.since,
-        "until": args.until,
-        "search": args.search,
-    }
+def query_of(args: argparse.Namespace) -> TaskQuery:
+    """The L{TaskQuery} the options give (the default order without C{--sort})."""
+    return TaskQuery(
+        **{
+            key.name: getattr(args, key.name)
+            for key in QUERY_KEYS
+            if getattr(args, key.name, None) is not None
+        }
+    )
 
 
 def has_filter(args: argparse.Namespace, *, besides_status: bool = False) -> bool:
     """Whether any filter option (other than C{--status}, if so asked) was given."""
     return any(
-        value is not None
-        for name, value in filters_of(args).items()
-        if not (besides_status and name == "status")
+        getattr(args, key.name, None) is not None
+        for key in FILTER_KEYS
+        if not (besides_status and key.name == "status")
     )
+
+
+def filter_options() -> str:
+    """The filter options, as a usage message lists them."""
+    return ", ".join(key.option for key in FILTER_KEYS)
 
 
 def check_filters(args: argparse.Namespace) -> None:
@@ -159,7 +135,7 @@ def check_filters(args: argparse.Namespace) -> None:
     @raise UsageError: C{--until} is not after C{--since}.
     """
     try:
-        check_range(args.since, args.until, ("--since", "--until"))
+        check_range(query_of(args), lambda key: key.option)
     except FilterError as e:
         raise UsageError(str(e)) from None
 

@@ -29,8 +29,9 @@ from beacon.cli._filters import (
     add_filter_options,
     check_filters,
     every_task,
-    filters_of,
+    filter_options,
     has_filter,
+    query_of,
     parse_before,
     parse_state,
     resolve,
@@ -164,16 +165,16 @@ def _plural(n: int, word: str) -> str:
 
 async def _list(client: OperatorClient, args: argparse.Namespace, io: _Session, columns: int) -> int:
     check_filters(args)
+    query = query_of(args)
     tasks: list[Any] = []
     token = args.page_token or ""
     total: Any = None
     while len(tasks) < args.limit:
         page = await client.review_list(
-            sort=args.sort,
+            query,
             page_size=min(MAX_PAGE, args.limit - len(tasks)),
             page_token=token or None,
             include_total=total is None,
-            **filters_of(args),
         )
         tasks.extend(page["tasks"][: args.limit - len(tasks)])
         if total is None:
@@ -219,7 +220,7 @@ async def _decide(client: OperatorClient, args: argparse.Namespace, io: _Session
             raise UsageError("give IDs or --matching with filters, not both")
         if not has_filter(args):
             raise UsageError(
-                "--matching needs at least one filter (--status, --door, --since, --until, --search)"
+                f"--matching needs at least one filter ({filter_options()})"
             )
         check_filters(args)
         return await _decide_matching(client, args, io)
@@ -248,7 +249,7 @@ async def _decide_matching(client: OperatorClient, args: argparse.Namespace, io:
     """Decide every submission the filters match (the undecided ones)."""
     undecided: list[str] = []
     decided: list[dict[str, Any]] = []
-    async for task in every_task(client, filters_of(args), history=False):
+    async for task in every_task(client, query_of(args), history=False):
         state = dig(task, "status", "state")
         if state == STATE_SUBMITTED:
             undecided.append(task["id"])
@@ -362,7 +363,7 @@ async def _export(client: OperatorClient, args: argparse.Namespace, io: _Session
 async def _write_export(client: OperatorClient, args: argparse.Namespace, out: IO[str]) -> int:
     writer = writer_for(args.format, out)
     written = 0
-    async for task in every_task(client, filters_of(args), sort=args.sort):
+    async for task in every_task(client, query_of(args)):
         writer.write(record_of(task))
         written += 1
     writer.close()

@@ -12,7 +12,8 @@ Beacon's outbound clients.
   - L{OperatorClient} reads and decides on submissions through Beacon's
     own operator socket (or its loopback bearer door), as the
     C{beacon review} commands and the web console do; L{resolve},
-    L{every_task} and the C{parse_*} filter readers are what both share.
+    L{every_task} (for a L{TaskQuery <beacon.protocol.query.TaskQuery>}) are
+    what both share.
 
 Every call is bounded by timeouts on the injected clock and fails with one
 of the L{ClientError} family.
@@ -67,24 +68,17 @@ from beacon.client._operator import (
     read_discovery_file,
 )
 from beacon.client._review import (
-    FILTER_STATES,
     MAX_PAGE,
     MIN_PREFIX,
-    FilterError,
     LookupFailed,
-    check_range,
     every_task,
     is_short,
     parse_before,
-    parse_door,
-    parse_search,
-    parse_since,
-    parse_state,
-    parse_until,
     resolve,
     rfc3339,
 )
 from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
+from beacon.protocol.query import FilterError
 from beacon.client._select import (
     BINDINGS,
     DEFAULT_PREFERENCE,
@@ -111,7 +105,6 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE",
     "DEFAULT_PREFERENCE",
     "DEFAULT_TIMEOUT",
-    "FILTER_STATES",
     "GRPC",
     "GRPC_EXTRA",
     "HTTP_JSON",
@@ -158,7 +151,6 @@ __all__ = [
     "Timeouts",
     "TransportError",
     "card_url",
-    "check_range",
     "every_task",
     "fetch_card",
     "grpc_installed",
@@ -166,11 +158,6 @@ __all__ = [
     "outcome_of",
     "parse_before",
     "parse_card",
-    "parse_door",
-    "parse_search",
-    "parse_since",
-    "parse_state",
-    "parse_until",
     "read_discovery_file",
     "resolve",
     "rfc3339",

@@ -63,6 +63,7 @@ from beacon.client._transport import (
     unix_endpoint,
 )
 from beacon.protocol import JSONParseError, loads
+from beacon.protocol.query import TaskQuery, params_of
 
 T = TypeVar("T")
 
@@ -395,49 +396,32 @@ class OperatorClient:
 
     def review_list(
         self,
+        query: TaskQuery | None = None,
         *,
-        sort: str | None = None,
-        status: str | None = None,
-        door: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        search: str | None = None,
-        id_prefix: str | None = None,
         page_size: int | None = None,
         page_token: str | None = None,
         history_length: int | None = None,
         include_total: bool | None = None,
     ) -> Deferred[dict[str, Any]]:
         """
-        C{beacon.review.List}: one page of submissions, newest first by
-        C{sort} (C{"received"}, the server's default, or C{"updated"}),
-        the filters combined.
+        C{beacon.review.List}: one page of the submissions C{query}
+        matches (all of them without one), newest first in its order.
+        The query travels as the params L{params_of
+        <beacon.protocol.query.params_of>} names.
 
-        @param status: Only tasks in this TaskState (C{TASK_STATE_*}).
-        @param door: Only submissions received through this door.
-        @param since: Only submissions received at or after this RFC 3339
-            time.
-        @param until: Only submissions received before this RFC 3339 time.
-        @param search: Only submissions holding every word of this.
-        @param id_prefix: Only submissions whose id starts with this (at
-            least 6 characters).
         @param page_size: 1 to 100 (the server's default is 50).
-        @param page_token: The previous page's C{nextPageToken} (same sort).
+        @param page_token: The previous page's C{nextPageToken} (same
+            query).
         @param history_length: 0 leaves each task's message out.
         @param include_total: False spares the server counting.
         @return: C{tasks}, C{nextPageToken} (empty on the last page),
             C{pageSize} and, unless C{include_total} is false,
             C{totalSize}.
+        @raise ValueError: C{query} sets what C{beacon.review.List} does
+            not take (a contextId or statusTimestampAfter).
         """
-        params: dict[str, Any] = {}
+        params = params_of(query or TaskQuery())
         for name, value in (
-            ("sort", sort),
-            ("status", status),
-            ("door", door),
-            ("since", since),
-            ("until", until),
-            ("search", search),
-            ("idPrefix", id_prefix),
             ("pageSize", page_size),
             ("pageToken", page_token),
             ("historyLength", history_length),

@@ -51,17 +51,12 @@ from beacon.client import (
     RPCError,
     Timeout,
     TransportError,
-    check_range,
     every_task,
-    parse_door,
-    parse_search,
-    parse_since,
-    parse_state,
-    parse_until,
     resolve,
 )
 from beacon.console._events import EventRelay, EventStream
 from beacon.protocol import STATE_SUBMITTED, JSONParseError, loads
+from beacon.protocol.query import TaskQuery, read_text
 from beacon.text import inert_text
 from beacon.throttle import LogThrottle
 
@@ -228,31 +223,21 @@ def _violations(data: Any) -> str:
     return "; ".join(found)
 
 
-def _filters(args: dict[str, str]) -> dict[str, Any]:
+def _query_of(args: dict[str, str]) -> TaskQuery:
     """
-    The C{beacon.review.List} filters of a query (C{search}, C{state},
-    C{door}, C{since}, C{until}, C{id}).
+    The L{TaskQuery} of a query string: each of its keys named as the
+    operator API names its param (L{QueryKey.param
+    <beacon.protocol.query.QueryKey.param>}: C{status}, C{door}, C{since},
+    C{until}, C{search}, C{idPrefix}, C{sort}), or by an older name of the
+    console's (C{state}, C{id}), its value read as the command line reads
+    the option's.
 
     @raise Problem: A value that cannot be used (400).
     """
-    readers: dict[str, tuple[str, Callable[[str], str]]] = {
-        "search": ("search", parse_search),
-        "state": ("status", parse_state),
-        "door": ("door", parse_door),
-        "since": ("since", parse_since),
-        "until": ("until", parse_until),
-        "id": ("id_prefix", lambda text: text.strip().lower()),
-    }
-    filters: dict[str, Any] = {}
     try:
-        for name, (param, read) in readers.items():
-            text = args.get(name)
-            if text is not None and text != "":
-                filters[param] = read(text)
-        check_range(filters.get("since"), filters.get("until"), ("since", "until"))
+        return read_text(args, lambda key: key.param, old=True)
     except FilterError as e:
         raise Problem(400, str(e)) from None
-    return filters
 
 
 class Console:
@@ -624,20 +609,16 @@ class _Root(Resource):
         return server.NOT_DONE_YET
 
     async def _list(self, args: dict[str, str]) -> Any:
-        filters = _filters(args)
-        sort = args.get("sort") or "received"
-        if sort not in ("received", "updated"):
-            raise Problem(400, "sort is received or updated")
+        query = _query_of(args)
         size_text = args.get("pageSize") or "50"
         if not size_text.isdigit() or not 1 <= int(size_text) <= MAX_PAGE_SIZE:
             raise Problem(400, f"pageSize is a whole number from 1 to {MAX_PAGE_SIZE}")
         return await self.console.client.review_list(
-            sort=sort,
+            query,
             page_size=int(size_text),
             page_token=args.get("pageToken") or None,
             history_length=1,
             include_total=True,
-            **filters,
         )
 
     async def _task(self, text: str) -> Any:
@@ -650,10 +631,10 @@ class _Root(Resource):
         return await client.decide(await resolve(client, text), decision, note)
 
     async def _matching(self, gone: list[bool], args: dict[str, str]) -> Any:
-        filters = _filters(args)
+        query = _query_of(args)
         ids: list[str] = []
         complete = True
-        async for task in every_task(self.console.client, filters, history=False):
+        async for task in every_task(self.console.client, query, history=False):
             if gone:
                 break
             state = task.get("status", {}).get("state") if isinstance(task.get("status"), dict) else None

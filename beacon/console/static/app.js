@@ -65,10 +65,12 @@ function queryOfForm() {
   if (search) {
     query.search = search;
   }
-  for (const name of ["state", "door", "since", "until"]) {
+  // Each key as the operator API names its param (status, not the
+  // control's id "state").
+  for (const [name, key] of [["state", "status"], ["door", "door"], ["since", "since"], ["until", "until"]]) {
     const value = $(name).value;
     if (value) {
-      query[name] = value;
+      query[key] = value;
     }
   }
   query.sort = $("sort").value || "received";
@@ -616,7 +618,7 @@ function shownByFilters(task) {
   if (query.search || query.since || query.until) {
     return undefined; // the server knows; say so instead of guessing
   }
-  if (query.state && query.state !== "submitted" && query.state !== "TASK_STATE_SUBMITTED") {
+  if (query.status && query.status !== "submitted" && query.status !== "TASK_STATE_SUBMITTED") {
     return false;
   }
   if (query.door && query.door !== dig(task, "metadata", "door")) {
