@@ -323,7 +323,7 @@ async def test_list_order(store: Store) -> None:
 @pytest_twisted.ensureDeferred
 async def test_list_filters(store: Store) -> None:
     """
-    state, updated_after_ms (inclusive) and context_id each filter, and
+    status, status_timestamp_after (inclusive) and context_id each filter, and
     combine with AND; total counts what matches, not the page.
     """
     appended = [submission(n, received_at_ms=T0 + 10 * n) for n in range(6)]
@@ -560,7 +560,7 @@ async def test_paging_received_stable_while_submissions_arrive(store: Store) -> 
 @pytest_twisted.ensureDeferred
 async def test_list_new_filters(store: Store) -> None:
     """
-    door, received_since_ms (inclusive) and received_until_ms (exclusive)
+    door, since (inclusive) and until (exclusive)
     each filter, combine with each other and with the older filters, in
     both orders; total counts what matches.
     """
