@@ -7,6 +7,7 @@ generator or coroutine resumed), with the files it crosses.
     .venv/bin/python bench/walk.py review-list   # one `beacon review list`
     .venv/bin/python bench/walk.py send --steps  # the counts only
     .venv/bin/python bench/walk.py send --files  # a line for each run of steps in one file
+    .venv/bin/python bench/walk.py send --update-docs  # write it into docs/architecture.rst
 
 send: one JSON-RPC SendMessage on a kept-alive connection to Beacon's
 public site (BeaconSite, the direct channel, the public policy over the
@@ -229,8 +230,40 @@ def main() -> None:
         "--files", action="store_true",
         help="print the walk by file: each run of steps in one file on a line",
     )
+    parser.add_argument(
+        "--update-docs", action="store_true",
+        help="write the walk, as --files prints it, into docs/architecture.rst",
+    )
     args = parser.parse_args()
-    show(WALKS[args.walk](), args.steps, args.files)
+    if args.update_docs:
+        update_docs(args.walk)
+    else:
+        show(WALKS[args.walk](), args.steps, args.files)
+
+
+def docs_block(walk: str, printed: str) -> str:
+    """The walk's literal block in docs/architecture.rst: the command, then what it printed."""
+    lines = [f"$ .venv/bin/python bench/walk.py {walk} --files", *printed.rstrip("\n").split("\n")]
+    return "\n".join(("    " + line) if line else "" for line in lines) + "\n"
+
+
+def update_docs(walk: str) -> None:
+    """Replace the walk's block in docs/architecture.rst with what it prints now."""
+    import contextlib
+    import re
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        show(WALKS[walk](), False, True)
+    docs = Path(__file__).resolve().parent.parent / "docs" / "architecture.rst"
+    text = docs.read_text()
+    block = re.compile(
+        rf"    \$ \.venv/bin/python bench/walk\.py {re.escape(walk)} --files\n(?:(?:    .*)?\n)*?(?=\n\S)"
+    )
+    updated, count = block.subn(lambda _: docs_block(walk, printed.getvalue()), text)
+    if count != 1:
+        raise SystemExit(f"no block of the {walk} walk in {docs}")
+    docs.write_text(updated)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from beacon.cli._filters import UsageError, add_filter_options, check_filters, query_of
+from beacon.cli._filters import UsageError, add_filter_options, query_of
 from beacon.console._server import Problem, _query_of
 from beacon.intake._operator import EXTENSION_DECLARATIONS, REVIEW_EXTENSION, _list_request
 from beacon.protocol import InvalidParamsError, ParamsReader, params_parser
@@ -228,7 +228,7 @@ def test_cli_range_names_the_options() -> None:
     add_filter_options(parser)
     args = parser.parse_args(["--since", "2026-12-02", "--until", "2026-12-01"])
     with pytest.raises(UsageError, match="--until must be later than --since"):
-        check_filters(args)
+        query_of(args)
 
 
 def test_params_of_refuses_what_review_list_does_not_take() -> None:

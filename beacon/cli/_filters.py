@@ -45,7 +45,6 @@ __all__ = [
     "LookupFailed",
     "UsageError",
     "add_filter_options",
-    "check_filters",
     "every_task",
     "filter_options",
     "has_filter",
@@ -104,14 +103,24 @@ def add_filter_options(parser: argparse.ArgumentParser, *, sort: bool = True) ->
 
 
 def query_of(args: argparse.Namespace) -> TaskQuery:
-    """The L{TaskQuery} the options give (the default order without C{--sort})."""
-    return TaskQuery(
+    """
+    The L{TaskQuery} the options give (the default order without
+    C{--sort}), its range checked.
+
+    @raise UsageError: C{--until} is not after C{--since}.
+    """
+    query = TaskQuery(
         **{
             key.name: getattr(args, key.name)
             for key in QUERY_KEYS
             if getattr(args, key.name, None) is not None
         }
     )
+    try:
+        check_range(query, lambda key: key.option)
+    except FilterError as e:
+        raise UsageError(str(e)) from None
+    return query
 
 
 def has_filter(args: argparse.Namespace, *, besides_status: bool = False) -> bool:
@@ -126,18 +135,6 @@ def has_filter(args: argparse.Namespace, *, besides_status: bool = False) -> boo
 def filter_options() -> str:
     """The filter options, as a usage message lists them."""
     return ", ".join(key.option for key in FILTER_KEYS)
-
-
-def check_filters(args: argparse.Namespace) -> None:
-    """
-    Refuse filters that contradict each other.
-
-    @raise UsageError: C{--until} is not after C{--since}.
-    """
-    try:
-        check_range(query_of(args), lambda key: key.option)
-    except FilterError as e:
-        raise UsageError(str(e)) from None
 
 
 async def resolve(client: OperatorClient, text: str) -> str:

@@ -27,7 +27,6 @@ from beacon.cli._filters import (
     LookupFailed,
     UsageError,
     add_filter_options,
-    check_filters,
     every_task,
     filter_options,
     has_filter,
@@ -62,6 +61,7 @@ from beacon.client import (
     TransportError,
 )
 from beacon.protocol import STATE_SUBMITTED
+from beacon.protocol.query import TaskQuery
 
 #: Where C{twistd beacon} puts its operator socket when started here.
 DEFAULT_SOCKET = os.path.join("beacon-data", "operator.sock")
@@ -164,7 +164,6 @@ def _plural(n: int, word: str) -> str:
 
 
 async def _list(client: OperatorClient, args: argparse.Namespace, io: _Session, columns: int) -> int:
-    check_filters(args)
     query = query_of(args)
     tasks: list[Any] = []
     token = args.page_token or ""
@@ -222,8 +221,7 @@ async def _decide(client: OperatorClient, args: argparse.Namespace, io: _Session
             raise UsageError(
                 f"--matching needs at least one filter ({filter_options()})"
             )
-        check_filters(args)
-        return await _decide_matching(client, args, io)
+        return await _decide_matching(client, args, io, query_of(args))
     if not args.ids:
         raise UsageError(f"give the ids to {args.command}, or --matching with filters")
     if has_filter(args):
@@ -245,11 +243,13 @@ async def _decide(client: OperatorClient, args: argparse.Namespace, io: _Session
     return await _decide_ids(client, args, io, ids, [])
 
 
-async def _decide_matching(client: OperatorClient, args: argparse.Namespace, io: _Session) -> int:
+async def _decide_matching(
+    client: OperatorClient, args: argparse.Namespace, io: _Session, query: TaskQuery
+) -> int:
     """Decide every submission the filters match (the undecided ones)."""
     undecided: list[str] = []
     decided: list[dict[str, Any]] = []
-    async for task in every_task(client, query_of(args), history=False):
+    async for task in every_task(client, query, history=False):
         state = dig(task, "status", "state")
         if state == STATE_SUBMITTED:
             undecided.append(task["id"])
@@ -336,9 +336,9 @@ async def _decide_ids(
 
 
 async def _export(client: OperatorClient, args: argparse.Namespace, io: _Session, columns: int) -> int:
-    check_filters(args)
+    query = query_of(args)
     if args.output is None or args.output == "-":
-        written = await _write_export(client, args, io.out)
+        written = await _write_export(client, args, query, io.out)
         io.flush()
     else:
         # Written beside the target, then renamed: a failed export leaves
@@ -348,7 +348,7 @@ async def _export(client: OperatorClient, args: argparse.Namespace, io: _Session
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with open(fd, "w", encoding="utf-8", newline="") as f:
-                written = await _write_export(client, args, f)
+                written = await _write_export(client, args, query, f)
             os.replace(partial, args.output)
         except BaseException:
             try:
@@ -360,10 +360,12 @@ async def _export(client: OperatorClient, args: argparse.Namespace, io: _Session
     return 0
 
 
-async def _write_export(client: OperatorClient, args: argparse.Namespace, out: IO[str]) -> int:
+async def _write_export(
+    client: OperatorClient, args: argparse.Namespace, query: TaskQuery, out: IO[str]
+) -> int:
     writer = writer_for(args.format, out)
     written = 0
-    async for task in every_task(client, query_of(args)):
+    async for task in every_task(client, query):
         writer.write(record_of(task))
         written += 1
     writer.close()
