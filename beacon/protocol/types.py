@@ -436,14 +436,12 @@ def _part(reader: ParamsReader) -> Part | None:
     if member != "data" and "\x00" in value:
         reader.fail(member, "must not contain NUL")
         return None
-    # Positional (content, value, media_type, filename, metadata): a
-    # frozen dataclass is made twice as fast so, on every request.
     return Part(
-        member,
-        value,
-        reader.string("mediaType"),
-        reader.string("filename"),
-        reader.struct("metadata"),
+        content=member,
+        value=value,
+        media_type=reader.string("mediaType"),
+        filename=reader.string("filename"),
+        metadata=reader.struct("metadata"),
     )
 
 
@@ -452,16 +450,15 @@ def _message(reader: ParamsReader) -> Message:
     role = reader.enum("role", ROLES)
     if role == "ROLE_UNSPECIFIED":
         reader.fail("role", "is required (ROLE_USER or ROLE_AGENT)")
-    # Positional, in Message's field order (see _part).
     return Message(
-        reader.string("messageId", required=True, limit=MAX_ID_LENGTH),
-        role,
-        tuple(p for p in parts if p is not None),
-        reader.string("contextId", limit=MAX_ID_LENGTH),
-        reader.string("taskId", limit=MAX_ID_LENGTH),
-        reader.struct("metadata"),
-        reader.strings("extensions"),
-        reader.strings("referenceTaskIds"),
+        message_id=reader.string("messageId", required=True, limit=MAX_ID_LENGTH),
+        role=role,
+        parts=tuple(p for p in parts if p is not None),
+        context_id=reader.string("contextId", limit=MAX_ID_LENGTH),
+        task_id=reader.string("taskId", limit=MAX_ID_LENGTH),
+        metadata=reader.struct("metadata"),
+        extensions=reader.strings("extensions"),
+        reference_task_ids=reader.strings("referenceTaskIds"),
     )
 
 
@@ -484,6 +481,11 @@ def _push_config(reader: ParamsReader) -> TaskPushNotificationConfig:
     )
 
 
+#: What a SendMessageRequest without a message holds: the reader has recorded
+#: the missing message, so the request is refused and this is never seen.
+_NO_MESSAGE = Message(message_id="", role="", parts=())
+
+
 def _send_message(reader: ParamsReader) -> SendMessageRequest:
     message = reader.child("message", required=True)
     config = reader.child("configuration")
@@ -498,21 +500,19 @@ def _send_message(reader: ParamsReader) -> SendMessageRequest:
             history_length=config.int32("historyLength", minimum=0),
             return_immediately=bool(config.boolean("returnImmediately")),
         )
-    # Positional (message, configuration, metadata, tenant): see _part.
     return SendMessageRequest(
-        _message(message) if message is not None else None,  # type: ignore[arg-type]
-        configuration,
-        reader.struct("metadata"),
-        reader.string("tenant"),
+        message=_message(message) if message is not None else _NO_MESSAGE,
+        configuration=configuration,
+        metadata=reader.struct("metadata"),
+        tenant=reader.string("tenant"),
     )
 
 
 def _get_task(reader: ParamsReader) -> GetTaskRequest:
-    # Positional (id, history_length, tenant): see _part.
     return GetTaskRequest(
-        reader.string("id", required=True, limit=MAX_ID_LENGTH),
-        reader.int32("historyLength", minimum=0),
-        reader.string("tenant"),
+        id=reader.string("id", required=True, limit=MAX_ID_LENGTH),
+        history_length=reader.int32("historyLength", minimum=0),
+        tenant=reader.string("tenant"),
     )
 
 
