@@ -640,9 +640,9 @@ def _plain_send_message(params: dict[str, Any]) -> SendMessageRequest | None:
         text = part.get("text")
         if type(text) is not str or "\x00" in text:
             return None
-        read.append(Part("text", text, "", "", None))
+        read.append(Part(content="text", value=text))
     return SendMessageRequest(
-        Message(message_id, role, tuple(read), "", "", None, (), ()), None, None, ""
+        message=Message(message_id=message_id, role=role, parts=tuple(read))
     )
 
 
@@ -651,7 +651,7 @@ def _plain_get_task(params: dict[str, Any]) -> GetTaskRequest | None:
     if len(params) != 1:
         return None
     task_id = params.get("id")
-    return GetTaskRequest(task_id, None, "") if _plain_id(task_id) else None
+    return GetTaskRequest(id=task_id) if _plain_id(task_id) else None
 
 
 parse_send_message = params_parser(_send_message, _plain_send_message)
