@@ -143,19 +143,16 @@ class PublicPolicy(NoPushNoExtendedCard):
             stored and no receipt may be given.
         """
         now = self._clock.seconds()
-        # Positional, in Submission's field order (id, context_id,
-        # received_at_ms, door, source, kind, message_id, content, sha256):
-        # a frozen dataclass is made twice as fast so, on every submission.
         submission = Submission(
-            new_id(now),
-            new_id(now),
-            int(now * 1000),
-            context.binding,
-            context.source,
-            content.kind,
-            message_id,
-            content.canonical,
-            content.sha256,
+            id=new_id(now),
+            context_id=new_id(now),
+            received_at_ms=int(now * 1000),
+            door=context.binding,
+            source=context.source,
+            kind=content.kind,
+            message_id=message_id,
+            content=content.canonical,
+            sha256=content.sha256,
         )
 
         def stored(_: None) -> _T:

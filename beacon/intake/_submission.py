@@ -189,7 +189,7 @@ def content_of(document: dict[str, Any]) -> Content:
     """
     kind = KIND_STRUCTURED if "message" in document else KIND_TEXT
     canonical = canonical_content(document)
-    return Content(kind, canonical, hashlib.sha256(canonical).hexdigest())
+    return Content(kind=kind, canonical=canonical, sha256=hashlib.sha256(canonical).hexdigest())
 
 
 def schema_violations(
