@@ -99,10 +99,6 @@ _log = Logger(namespace=f"{__name__}.PublicPolicy")
 _T = TypeVar("_T")
 
 
-def _the_submission(submission: Submission) -> Submission:
-    return submission
-
-
 @implementer(IA2AHandler, INativeHandler)
 class PublicPolicy(NoPushNoExtendedCard):
     """
@@ -129,15 +125,20 @@ class PublicPolicy(NoPushNoExtendedCard):
         self,
         context: CallContext,
         content: Content,
-        message_id: str = "",
-        # Left out, _T is Submission (mypy cannot tie a default to _T).
-        answer: Callable[[Submission], _T] = _the_submission,  # type: ignore[assignment]
+        message_id: str,
+        answer: Callable[[Submission], _T],
     ) -> Deferred[_T]:
         """
         Store already mapped content (see L{beacon.intake.map_message}) and
-        return the stored L{Submission} once it is committed, or what
-        C{answer} makes of it (in the same callback: one step less on every
-        submission's way back).
+        return what C{answer} makes of the stored L{Submission} once it is
+        committed.
+
+        C{answer} is called in the callback that logs the submission stored,
+        not added as a callback of its own: that saves ~8,300 instructions
+        per submission (a second pass of Deferred._runCallbacks over the
+        fired Deferred), 1.7 % of a SendMessage (501,611 instructions per
+        request with the callback added, 492,837 without, bench/inprocess.py
+        send --callgrind; 8,320 for the two forms alone, under callgrind).
 
         @raise InternalError: (asynchronously) the store failed; nothing was
             stored and no receipt may be given.
