@@ -539,11 +539,11 @@ def status_of(row: tuple[Any, ...]) -> TaskStatusRecord:
     state, at_ms)}, the last two L{None} for an undecided task.
     """
     id_, context_id, received_at_ms, state, at_ms = row
-    # Positional (id, context_id, state, updated_at_ms): every GetTask
-    # makes one, and a frozen dataclass is made twice as fast so.
     if state is None:
-        return TaskStatusRecord(id_, context_id, STATE_SUBMITTED, received_at_ms)
-    return TaskStatusRecord(id_, context_id, state, at_ms)
+        return TaskStatusRecord(
+            id=id_, context_id=context_id, state=STATE_SUBMITTED, updated_at_ms=received_at_ms
+        )
+    return TaskStatusRecord(id=id_, context_id=context_id, state=state, updated_at_ms=at_ms)
 
 
 def page_of(rows: list[Any], request: PageRequest, total: int | None) -> TaskPage:
