@@ -416,7 +416,10 @@ def format_timestamp(epoch_ms: int) -> str:
 @functools.lru_cache(maxsize=64)
 def _format_second(seconds: int) -> str:
     # Receipts and status reads under load fall in a few seconds: each is
-    # formatted once.
+    # formatted once. The cache saves ~21,000 instructions per timestamp
+    # (datetime.fromtimestamp and strftime), 4.2 % of send and 7.2 % of get
+    # (501,611 against 522,827 and ~288,500 against 309,260 instructions per
+    # request without it, bench/inprocess.py send and get --callgrind).
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
