@@ -87,7 +87,9 @@ _DIGIT_OF_BYTE = bytes(ord(_BASE32HEX[value & 31]) for value in range(256))
 
 #: The first eight digits of an id (the 40 highest of its 48 bits of time,
 #: which change every 256 ms) as last written, with those bits; read and
-#: replaced whole.
+#: replaced whole. Keeping them saves ~7,500 instructions per id, two ids
+#: per submission: 2.9 % of send (522,827 instructions per request against
+#: 537,742 writing them each time, bench/inprocess.py send --callgrind).
 _prefix: tuple[int, str] = (-1, "")
 
 
