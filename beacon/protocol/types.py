@@ -207,10 +207,7 @@ class QueryText(str):
     __slots__ = ()
 
 
-@functools.cache
 def _snake(name: str) -> str:
-    # Called with the field names of this module only (a fixed set), so the
-    # cache stays small.
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
