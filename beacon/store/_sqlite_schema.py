@@ -55,7 +55,6 @@ __all__ = [
     "searchable",
 ]
 
-import functools
 import os
 import sqlite3
 import time
@@ -326,7 +325,6 @@ _INSERT_SUBMISSION = """
 _ROWS_PER_INSERT = 32
 
 
-@functools.cache
 def _insert_rows(count: int) -> str:
     """
     C{_INSERT_SUBMISSION} for C{count} rows at once.
