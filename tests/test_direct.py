@@ -127,6 +127,8 @@ class Server:
         self.store = MemoryStore()
         resources = beacon_resources(build_config(settings), self.store, self.clock)
         resources.publish("http://127.0.0.1:8080")
+        #: The limits every public binding shares (and their refusals).
+        self.limits = resources.websocket.limits
         self.site = BeaconSite(
             resources.mount(Container()),
             clock=self.clock,
@@ -183,6 +185,7 @@ PLAIN = {
         json.dumps({"subject": "s", "body": "b", "from": {"name": "n"}}).encode(),
         b"/beacon/0.1/submissions",
     ),
+    "wrong media type": post(SEND).replace(b"application/json", b"text/plain"),
     "native, wrong media type": post(b"{}", b"/beacon/0.1/submissions").replace(
         b"application/json", b"text/plain"
     ),

@@ -16,7 +16,7 @@ import pytest
 
 # lose_connections is test_direct's autouse fixture: every connection a test
 # opens is lost at its end, as its peer would, for the clock check.
-from test_direct import SEND, Server, comparable, lose_connections  # noqa: F401
+from test_direct import REST_SEND, SEND, Server, comparable, lose_connections  # noqa: F401
 
 BOTH = pytest.mark.parametrize("direct", [True, False], ids=["direct", "twisted.web"])
 CARD = b"/.well-known/agent-card.json"
@@ -233,7 +233,11 @@ def test_304_carries_no_content_length(validator: bytes) -> None:
 )
 @pytest.mark.parametrize("path", [b"/a2a/v1", b"/beacon/0.1/submissions"])
 def test_rpc_bodies_must_be_application_json(content_type: bytes | None, path: bytes) -> None:
-    """POSTs whose Content-Type is not application/json are 415 unsupported_media_type, nothing stored, on both paths."""
+    """
+    POSTs whose Content-Type is not application/json are 415, nothing
+    stored, on both paths: the native door's is unsupported_media_type, the
+    JSON-RPC endpoint's a JSON-RPC error response (-32005).
+    """
     lines = b"Host: x\r\nA2A-Version: 1.0\r\n"
     if content_type is not None:
         lines += b"Content-Type: " + content_type + b"\r\n"
@@ -243,8 +247,60 @@ def test_rpc_bodies_must_be_application_json(content_type: bytes | None, path: b
         raw, _, _ = server.exchange(request(b"POST", path, lines, body))
         assert status(raw) == (415, b"Unsupported Media Type")
         error = json.loads(raw.split(b"\r\n\r\n", 1)[1])["error"]
-        assert error["code"] == "unsupported_media_type"
+        assert error["code"] == (-32005 if path == b"/a2a/v1" else "unsupported_media_type")
         assert server.store.submissions == {}
+
+
+#: The JSON-RPC endpoint's 415: a JSON-RPC error response (id null, as for
+#: a request whose id could not be read), A2A's ContentTypeNotSupportedError.
+JSONRPC_415 = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32005,'
+    b'"message":"send Content-Type: application/json","data":[{"@type":'
+    b'"type.googleapis.com/google.rpc.ErrorInfo","reason":"CONTENT_TYPE_NOT_SUPPORTED",'
+    b'"domain":"a2a-protocol.org"}]}}'
+)
+#: The HTTP+JSON binding's 415: a google.rpc.Status in Beacon's domain.
+REST_415 = (
+    b'{"error":{"code":415,"status":"INVALID_ARGUMENT",'
+    b'"message":"send Content-Type: application/json or application/a2a+json",'
+    b'"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",'
+    b'"reason":"UNSUPPORTED_MEDIA_TYPE","domain":"beacon.unownedminds.com"}]}}'
+)
+
+
+@pytest.mark.parametrize("body", [SEND, b"{nope"], ids=["SendMessage", "unparsable"])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [(b"/a2a/v1", JSONRPC_415), (b"/a2a/v1/", JSONRPC_415), (b"/a2a/rest/message:send", REST_415)],
+    ids=["JSON-RPC", "JSON-RPC with a slash", "HTTP+JSON"],
+)
+def test_the_415_of_each_a2a_binding_is_in_its_shape(path: bytes, expected: bytes, body: bytes) -> None:
+    """
+    A POST to the JSON-RPC endpoint whose Content-Type is not JSON is
+    answered 415 with a JSON-RPC error response (-32005, an ErrorInfo
+    CONTENT_TYPE_NOT_SUPPORTED of A2A's domain), its body never parsed (an
+    unparsable one too: not -32700); the HTTP+JSON binding's 415 stays a
+    google.rpc.Status. The same bytes on both paths; counted as before.
+    """
+    if path == b"/a2a/rest/message:send" and body == SEND:
+        body = REST_SEND
+    data = rpc(path=path, body=body).replace(b"application/json", b"text/plain")
+    raw, closing = both(data)
+    assert status(raw) == (415, b"Unsupported Media Type")
+    assert headers_of(raw)[b"content-type"] == [b"application/json"]
+    assert body_of(raw) == expected
+    assert not closing
+    server = Server(direct=True)
+    server.exchange(data)
+    assert server.store.submissions == {}
+    assert server.limits.refusals["unsupported_media_type"] == 1
+
+
+def test_the_jsonrpc_endpoints_413_keeps_the_native_shape() -> None:
+    """Only the 415 is a JSON-RPC error: a body over the cap is 413 too_large as before."""
+    raw, _ = both(rpc(body=b"x" * 2048), limits={"rate": 0, "max_body": 1024})
+    assert status(raw) == (413, b"Content Too Large")
+    assert json.loads(body_of(raw))["error"]["code"] == "too_large"
 
 
 @pytest.mark.parametrize("content_type", [b"application/json", b"Application/JSON; charset=UTF-8", b"application/json;charset=\"utf-8\""])

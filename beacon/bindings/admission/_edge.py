@@ -12,7 +12,8 @@ before a request reaches a policy, said once.
       on a connection whose request is still arriving
       (L{refuse_connection}, L{refuse_slow}, L{log_slow},
       L{ConnectionRefusal}); a door may spell its refusals its own way
-      (L{RefusalShape}: the HTTP+JSON binding's are google.rpc.Status),
+      (L{RefusalShape}: the HTTP+JSON binding's are google.rpc.Status,
+      the JSON-RPC endpoint's 415 a JSON-RPC error response),
       found for a path before any resource is reached by
       L{refusal_shape};
     - the resources that answer only refusals: L{Container} and
@@ -93,7 +94,10 @@ class RefusalShape(TypingProtocol):
 def native_refusal(
     status: int, code: str, message: str, headers: Mapping[bytes, bytes]
 ) -> bytes:
-    """The transport's own shape, L{error_body}'s: every door's but HTTP+JSON's."""
+    """
+    The transport's own shape, L{error_body}'s: every door's but
+    HTTP+JSON's, and the JSON-RPC endpoint's but for its 415.
+    """
     return error_body(code, message)
 
 

@@ -22,10 +22,23 @@ Wire contract (A2A 1.0 JSON-RPC binding, Beacon's public policy)::
            the connection kept; otherwise (longer, or on twisted.web's
            path) the connection is closed without reading the body
         -> 429 {"error":{"code":"rate_limited","message":...}} + Retry-After
+        -> 415 {"jsonrpc":"2.0","id":null,"error":{"code":-32005,
+           "message":...,"data":[ErrorInfo CONTENT_TYPE_NOT_SUPPORTED,
+           domain a2a-protocol.org]}}: a Content-Type that is not
+           application/json (any case, parameters allowed, a charset only
+           UTF-8); the body is never read, hence the null id
         -> 401 {"error":{"code":"unauthenticated","message":...}} +
            WWW-Authenticate, when [auth] is configured and neither
            Authorization: Bearer nor X-API-Key carries a known credential
         -> 405 {"error":{"code":"method_not_allowed",...}} + Allow
+        The 415 alone is a JSON-RPC error response (L{jsonrpc_refusal}):
+        A2A names that error (ContentTypeNotSupportedError), and a
+        JSON-RPC client reads it as it reads any other. The 413 and the
+        429 keep the transport's shape, the same on every door: the
+        channel may give them from the request's head, before the request
+        reaches this resource (a declared Content-Length over the cap; a
+        source over its rate), and A2A names no error for either; the 401
+        is HTTP authentication's, with its WWW-Authenticate.
 
 The body cap is enforced while the body arrives (L{LimitedRequest}), so no
 more than C{max_body} bytes are ever buffered, chunked bodies included; the
@@ -36,7 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -54,12 +67,14 @@ from beacon.bindings.admission import (
     IPreflight,
     TransportLimits,
     header_value,
+    native_refusal,
     refuse,
 )
 from beacon.bindings.http._direct_request import IDirectResource, IHeadGate
 from beacon.protocol import (
     A2AError,
     CallContext,
+    ContentTypeNotSupportedError,
     Dispatcher,
     EventStream,
     IStreamSink,
@@ -217,6 +232,24 @@ def write_json(request: server.Request, content_type: bytes, body: bytes) -> Non
     request.finish()
 
 
+def jsonrpc_refusal(
+    status: int, code: str, message: str, headers: Mapping[bytes, bytes]
+) -> bytes:
+    """
+    The JSON-RPC endpoint's transport refusals (a
+    L{beacon.bindings.admission.RefusalShape}): a 415
+    is a JSON-RPC error response, A2A's C{ContentTypeNotSupportedError}
+    (-32005, C{id} null: the body is never read), as a JSON-RPC client
+    reads the answer to a POST it made with the wrong C{Content-Type};
+    every other refusal (413, 429, 401) is the native shape, answered
+    before the request is known to be JSON-RPC at all (by its head, the
+    body still arriving or left unread) and alike on every door.
+    """
+    if status == 415:
+        return dumps(failure(None, ContentTypeNotSupportedError(message)))
+    return native_refusal(status, code, message, headers)
+
+
 class JSONRPCResource(MethodsResource):
     """
     The A2A JSON-RPC binding: one POSTed request, one JSON response. Its
@@ -287,7 +320,9 @@ class JSONRPCResource(MethodsResource):
             # (A request of a foreign site has no admitted_source: None.)
             admitted: str | None = getattr(request, "admitted_source", None)
             source = limits.source_of(request) if admitted is None else admitted
-            refusal = limits.refusal(request, source, json_body=True, rated=admitted is not None)
+            refusal = limits.refusal(
+                request, source, json_body=True, shape=jsonrpc_refusal, rated=admitted is not None
+            )
             if refusal is not None:
                 return refusal
         else:
@@ -415,6 +450,7 @@ __all__ = [
     "SSESink",
     "call_context",
     "echo_extensions",
+    "jsonrpc_refusal",
     "stream_events",
     "write_json",
 ]
