@@ -145,31 +145,73 @@ def test_card_url() -> None:
 # 2. Interface selection.
 
 
-def test_selection_prefers_jsonrpc_then_http_json_then_websocket() -> None:
-    """Unknown bindings and 0.3 interfaces are skipped; by default JSON-RPC, then HTTP+JSON, then WebSocket, whatever the card's order; within a binding the card's first entry."""
+def http_json(url: str) -> dict[str, str]:
+    return {"url": url, "protocolBinding": HTTP_JSON, "protocolVersion": "1.0"}
+
+
+def test_selection_follows_the_cards_order() -> None:
+    """By default the card's first interface this client can use is chosen (A2A 1.0 §8.3), whichever binding it is: HTTP+JSON before JSON-RPC when the card lists it first, JSON-RPC when it comes first."""
+    rest_first = parse_card(a_card([http_json("https://a.example/rest"), jsonrpc("https://a.example/rpc")]))
+    chosen = select_interface(rest_first)
+    assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
+    rpc_first = parse_card(a_card([jsonrpc("https://a.example/rpc"), http_json("https://a.example/rest")]))
+    chosen = select_interface(rpc_first)
+    assert (chosen.kind, chosen.interface.url) == ("jsonrpc", "https://a.example/rpc")
+    ws_first = parse_card(
+        a_card([{"url": "wss://a.example/ws", "protocolBinding": LEGACY_WEBSOCKET, "protocolVersion": "1.0"}, jsonrpc("https://a.example/rpc")])
+    )
+    assert select_interface(ws_first).kind == "websocket"
+    # Within a binding too: the card's first entry.
+    two = parse_card(a_card([jsonrpc("https://a.example/rpc"), jsonrpc("https://a.example/rpc2")]))
+    assert select_interface(two).interface.url == "https://a.example/rpc"
+    # DEFAULT_PREFERENCE names every binding the client implements, ranking none.
+    assert set(DEFAULT_PREFERENCE) == {"jsonrpc", "http+json", "websocket", "unix", "grpc"}
+
+
+def test_selection_skips_the_entries_it_cannot_use() -> None:
+    """Entries of a binding the client does not implement, of a version not 1.x, with a URL the binding cannot dial, or of the unix binding without a configured socket, are skipped: the first usable one after them is chosen."""
+    card = parse_card(
+        a_card(
+            [
+                {"url": "https://a.example/x", "protocolBinding": "https://example.com/b/v9", "protocolVersion": "1.0"},
+                jsonrpc("https://a.example/old", "0.3"),
+                {"url": "ws://a.example/", "protocolBinding": HTTP_JSON, "protocolVersion": "1.0"},
+                {"url": "unix:///card.sock", "protocolBinding": UNIX_BINDING, "protocolVersion": "1.0"},
+                http_json("https://a.example/rest"),
+                jsonrpc("https://a.example/rpc"),
+            ]
+        )
+    )
+    chosen = select_interface(card)
+    assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
+    # With a socket configured, the unix entry is usable, and comes first.
+    assert select_interface(card, socket_path="/mine.sock").kind == "unix"
+
+
+def test_a_preference_overrides_the_cards_order() -> None:
+    """The caller's bindings (--binding, preference=) are chosen in the caller's order, whatever the card's, and only they are considered."""
     card = parse_card(
         a_card(
             [
                 {"url": "x:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                jsonrpc("https://a.example/old", "0.3"),
                 {"url": "wss://a.example/ws", "protocolBinding": LEGACY_WEBSOCKET, "protocolVersion": "1.0"},
-                {"url": "https://a.example/rest", "protocolBinding": HTTP_JSON, "protocolVersion": "1.0"},
+                http_json("https://a.example/rest"),
                 jsonrpc("https://a.example/rpc"),
                 jsonrpc("https://a.example/rpc2"),
             ]
         )
     )
-    assert DEFAULT_PREFERENCE == ("jsonrpc", "http+json", "websocket", "unix", "grpc")
-    assert select_interface(card).interface.url == "https://a.example/rpc"
-    chosen = select_interface(card, ["http+json", "jsonrpc"])
-    assert (chosen.kind, chosen.interface.url) == ("http+json", "https://a.example/rest")
+    assert select_interface(card, ["jsonrpc"]).interface.url == "https://a.example/rpc"
+    chosen = select_interface(card, ["jsonrpc", "http+json"])
+    assert (chosen.kind, chosen.interface.url) == ("jsonrpc", "https://a.example/rpc")
+    assert select_interface(card, ["http+json", "jsonrpc"]).kind == "http+json"
     assert select_interface(card, ["websocket", "jsonrpc"]).interface.url == "wss://a.example/ws"
     # The card's spellings and any case name a binding too.
     assert select_interface(card, ["HTTP+JSON"]).kind == "http+json"
     assert select_interface(card, ["WEBSOCKET"]).kind == "websocket"
-    without_jsonrpc = parse_card(a_card([dict(i) for i in card.raw["supportedInterfaces"][:4]]))
-    assert select_interface(without_jsonrpc).kind == "http+json"
     assert select_interface(card, ["grpc"]).kind == "grpc"
+    with pytest.raises(NoCompatibleInterface, match="not among the bindings asked for"):
+        select_interface(parse_card(a_card([http_json("https://a.example/rest")])), ["jsonrpc"])
     with pytest.raises(ValueError, match="unknown binding 'pigeon'"):
         select_interface(card, ["pigeon"])
 
@@ -362,10 +404,12 @@ def sdk_agent() -> Iterator[str]:
 
 @pytest_twisted.ensureDeferred
 async def test_a2a_sdk_agent(sdk_agent: str) -> None:
-    """Against the a2a-sdk: its card lists HTTP+JSON first, yet JSON-RPC is chosen by default; SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
-    client = await A2AClient.discover(reactor, sdk_agent)
+    """Against the a2a-sdk: its card lists HTTP+JSON first, so HTTP+JSON is chosen by default; over JSON-RPC (asked for) SendMessage, GetTask and SendStreamingMessage work, and send_text reads the artifact."""
+    default = await A2AClient.discover(reactor, sdk_agent)
+    assert default.card is not None and default.card.supported_interfaces[0].protocol_binding == HTTP_JSON
+    assert default.selected.kind == "http+json" and default.address.endswith("/a2a/rest")
+    client = await A2AClient.discover(reactor, sdk_agent, preference=["jsonrpc"])
     assert client.card is not None and client.card.capabilities.streaming
-    assert client.card.supported_interfaces[0].protocol_binding == HTTP_JSON
     assert client.selected.kind == "jsonrpc"
     answer = await client.send_message(text_message("hi"))
     task = await client.get_task(answer["task"]["id"])

@@ -155,12 +155,14 @@ def test_binding_lists_and_spellings(beacon: Beacon) -> None:
 
 
 def test_http_json_against_the_a2a_sdk(sdk_agent: str) -> None:
-    """Against the a2a-sdk's REST routes: card, send and task with --binding http+json; by default the same agent is spoken to over JSON-RPC; an unknown task is the same one-line refusal over both."""
+    """Against the a2a-sdk's REST routes: card, send and task with --binding http+json; by default the card's first interface, HTTP+JSON; --binding jsonrpc overrides the card's order; an unknown task is the same one-line refusal over both."""
     card = beacon_cli("card", sdk_agent, "--binding", "http+json")
     assert card.returncode == 0, card.stderr
     assert card.stdout.splitlines()[-1] == f"selected interface: HTTP+JSON 1.0  {sdk_agent}/a2a/rest"
     default = beacon_cli("card", sdk_agent)
-    assert default.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {sdk_agent}/a2a/v1"
+    assert default.stdout.splitlines()[-1] == f"selected interface: HTTP+JSON 1.0  {sdk_agent}/a2a/rest"
+    overridden = beacon_cli("card", sdk_agent, "--binding", "jsonrpc")
+    assert overridden.stdout.splitlines()[-1] == f"selected interface: JSONRPC 1.0  {sdk_agent}/a2a/v1"
     sent = beacon_cli("send", sdk_agent, "over REST", "--binding", "http+json")
     assert sent.returncode == 0, sent.stderr
     word, task_id, state = sent.stdout.split()[:3]

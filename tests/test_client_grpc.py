@@ -102,13 +102,14 @@ def test_metadata() -> None:
 
 
 def test_selection() -> None:
-    """gRPC is chosen when asked for, or when no other binding of the card is usable; JSON-RPC, HTTP+JSON and WebSocket come first."""
-    both = parse_card(
-        a_card(grpc_interface("127.0.0.1:1"), {"url": "https://a/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
-    )
-    assert select_interface(both).kind == "jsonrpc"
+    """With grpcio installed, gRPC is chosen as any other binding: where the card lists it first (its order decides), or when asked for."""
+    rpc = {"url": "https://a/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    both = parse_card(a_card(grpc_interface("127.0.0.1:1"), rpc))
+    assert select_interface(both).kind == "grpc"
+    assert select_interface(parse_card(a_card(rpc, grpc_interface("127.0.0.1:1")))).kind == "jsonrpc"
+    assert select_interface(both, ["jsonrpc"]).kind == "jsonrpc"
     assert select_interface(both, ["grpc"]).interface.url == "127.0.0.1:1"
-    assert select_interface(both, ["GRPC", "jsonrpc"]).kind == "grpc"
+    assert select_interface(both, ["jsonrpc", "GRPC"]).kind == "jsonrpc"
     assert select_interface(parse_card(a_card(grpc_interface("https://a.example/grpc")))).kind == "grpc"
     with pytest.raises(NoCompatibleInterface, match="GRPC 1.0: not a host:port or http\\(s\\) URL"):
         select_interface(parse_card(a_card(grpc_interface("wss://a/ws"))))
@@ -126,8 +127,8 @@ def sdk_agent() -> Iterator[str]:
 
 @pytest_twisted.ensureDeferred
 async def test_a2a_sdk_over_grpc(sdk_agent: str) -> None:
-    """Against the a2a-sdk's gRPC server: JSON-RPC stays the default; asked for, gRPC carries SendMessage, GetTask, ListTasks, CancelTask and both streams, and answers as JSON-RPC does."""
-    assert (await A2AClient.discover(reactor, sdk_agent)).selected.kind == "jsonrpc"
+    """Against the a2a-sdk's gRPC server: its card lists gRPC last, so its first (HTTP+JSON) stays the default; asked for, gRPC carries SendMessage, GetTask, ListTasks, CancelTask and both streams, and answers as JSON-RPC does."""
+    assert (await A2AClient.discover(reactor, sdk_agent)).selected.kind == "http+json"
     client = await A2AClient.discover(reactor, sdk_agent, preference=["grpc"])
     rpc = await A2AClient.discover(reactor, sdk_agent, preference=["jsonrpc"])
     try:
@@ -616,7 +617,7 @@ sys.exit(main())
 
 
 def test_without_grpcio() -> None:
-    """Without grpcio, beacon.client imports and chooses the other bindings; a card with only gRPC, a gRPC client and beacon send --binding grpc each say, in one line, to pip install 'beacon[grpc]'."""
+    """Without grpcio, beacon.client imports and skips a gRPC interface the card lists first, choosing the next; a card with only gRPC, a gRPC client and beacon send --binding grpc each say, in one line, to pip install 'beacon[grpc]'."""
     done = subprocess.run(
         [sys.executable, "-c", NO_GRPC], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent
     )

@@ -399,8 +399,9 @@ def add_parsers(commands: Any) -> None:
         parser.add_argument("--json", action="store_true", help="print ProtoJSON")
         parser.add_argument(
             "--binding", metavar="|".join(BINDINGS), type=binding_list, default=None,
-            help="use only this binding, or these (comma-separated, in order of preference) "
-            f"[default: {', '.join(DEFAULT_PREFERENCE)}, the first the card offers]",
+            help="use only this binding, or these (comma-separated, in order of preference, "
+            "over the card's order) [default: the card's first interface of "
+            f"{', '.join(DEFAULT_PREFERENCE)} that can be used]",
         )
 
     card = commands.add_parser(

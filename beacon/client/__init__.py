@@ -5,8 +5,8 @@ Beacon's outbound clients.
     (typed: L{AgentCard}), L{select_interface} chooses an interface it
     implements (JSON-RPC over HTTP(S), HTTP+JSON over HTTP(S), the
     WebSocket binding, JSON-RPC on a unix socket the caller configured,
-    gRPC with grpcio installed; by default in that order of preference,
-    see L{DEFAULT_PREFERENCE}), and
+    gRPC with grpcio installed; by default the card's first of them, in
+    the card's order, or the first the caller's own order names), and
     the client calls the eleven methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
     fails.
   - L{OperatorClient} reads and decides on submissions through Beacon's

@@ -427,9 +427,10 @@ class A2AClient:
         chooses.
 
         @param preference: The bindings to consider, in order of
-            preference (C{["http+json", "jsonrpc"]} ...); default
-            L{DEFAULT_PREFERENCE}: JSON-RPC, HTTP+JSON, WebSocket, then a
-            configured unix socket.
+            preference (C{["http+json", "jsonrpc"]} ...), over the card's
+            order; default: the card's first interface this client can use
+            (of any binding; unix only with C{socket_path}, gRPC only with
+            grpcio installed).
         @raise NoCompatibleInterface: None can be used.
         @raise ValueError: C{preference} names a binding this client does
             not implement.

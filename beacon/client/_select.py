@@ -19,13 +19,12 @@ An interface is usable when its binding is one of those and its
 protocolVersion is 1.x. Any other binding (an unknown URI) is skipped,
 never guessed at.
 
-Which usable interface is chosen: the first binding of the preference
-order that the card offers, and within a binding the card's first entry
-(§8.3: the card lists them in the agent's order). The order is
-L{DEFAULT_PREFERENCE} (C{jsonrpc}, C{http+json}, C{websocket}, C{unix},
-then C{grpc}: gRPC is chosen when asked for, or when no other binding of
-the card can be used) unless the caller gives its own; a caller's order also restricts
-the choice to the bindings it names.
+Which usable interface is chosen: by default the card's first (§8.3:
+the card lists its interfaces in the agent's order of preference, and a
+client takes the first entry it supports), whatever its binding. A caller
+may give its own order instead (C{--binding}, C{preference=}): then the
+first of its bindings that the card offers is chosen, within a binding
+the card's first entry, and only the bindings it names are considered.
 """
 
 from __future__ import annotations
@@ -62,7 +61,8 @@ BINDINGS: dict[str, tuple[str, ...]] = {
     "unix": (UNIX_BINDING,),
     "grpc": (GRPC,),
 }
-#: The order bindings are preferred in when the caller gives none.
+#: The bindings considered when the caller names none: every one this
+#: client implements, the card's order choosing among them.
 DEFAULT_PREFERENCE: tuple[str, ...] = ("jsonrpc", "http+json", "websocket", "unix", "grpc")
 
 _KIND_OF = {binding: kind for kind, bindings in BINDINGS.items() for binding in bindings}
@@ -144,7 +144,8 @@ def select_interface(
     @param preference: Bindings (short names such as C{"jsonrpc"},
         C{"http+json"}, C{"websocket"}, C{"unix"}, in any case, or their
         names on a card) in the caller's order of preference; only these
-        are considered. None: L{DEFAULT_PREFERENCE}.
+        are considered, and this order wins over the card's. None: the
+        card's first usable interface, of any binding.
     @param socket_path: The unix socket to dial for a C{unix} interface;
         without it a C{unix} interface is skipped.
     @raise NoCompatibleInterface: Nothing usable (it says why each entry
@@ -152,10 +153,8 @@ def select_interface(
     @raise ValueError: A name in C{preference} that is no binding this
         client implements.
     """
-    order = list(
-        dict.fromkeys(
-            DEFAULT_PREFERENCE if preference is None else (preference_name(n) for n in preference)
-        )
+    order = (
+        None if preference is None else list(dict.fromkeys(preference_name(n) for n in preference))
     )
     skipped: list[str] = []
     usable: list[Selected] = []
@@ -168,7 +167,7 @@ def select_interface(
         if not version_usable(interface.protocol_version):
             skipped.append(f"{label}: protocolVersion is not 1.x")
             continue
-        if kind not in order:
+        if order is not None and kind not in order:
             skipped.append(f"{label}: not among the bindings asked for")
             continue
         if kind == "grpc":
@@ -193,5 +192,7 @@ def select_interface(
         usable.append(Selected(interface, kind, interface.url))
     if not usable:
         raise NoCompatibleInterface(skipped)
+    if order is None:
+        return usable[0]
     # min() keeps the first of equals: the card's order within a binding.
     return min(usable, key=lambda s: order.index(s.kind))
