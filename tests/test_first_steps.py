@@ -445,6 +445,11 @@ def test_send_too_large_names_the_limit(running: Beacon, binding: str) -> None:
 OUTSIDE = re.compile(r"\.\./shared|(?<![\w.])/work/|\bseeds? 0\d\d\b", re.IGNORECASE)
 
 
+def ci_names_the_kit(path: Path, line: str) -> bool:
+    """CI's script is the one place that says where CI's checkout of the conformance kit is."""
+    return path.parts[-2:] == (".ci", "run") and line.strip() == "make conformance A2A_TCK_DIR=../shared/tck/a2a-tck"
+
+
 def test_text_names_no_file_outside_the_project() -> None:
     """README, docs, etc/ and every comment and docstring of the code, tests and benchmarks name no file outside the project (they link the specifications instead)."""
     root = Path(__file__).parent.parent
@@ -455,7 +460,7 @@ def test_text_names_no_file_outside_the_project() -> None:
         f"{path.relative_to(root)}:{number}: {line.strip()}"
         for path in paths
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-        if OUTSIDE.search(line) and path.name != "test_first_steps.py"
+        if OUTSIDE.search(line) and path.name != "test_first_steps.py" and not ci_names_the_kit(path, line)
     ]
     assert found == []
     readme = (root / "README.rst").read_text()
