@@ -54,6 +54,18 @@ test-loop: $(TEST_STAMP) postgres systemd-analyze chromium
 	$(BIN)/python tools/test-loop --runs $(RUNS) --pass '$(PYTEST_ARGS)' \
 		--pass '--http-path=twisted.web $(PYTEST_ARGS) $(TWISTED_WEB_SUITES)'
 
+# The official A2A conformance kit against `twistd -n beacon` on JSON-RPC,
+# HTTP+JSON and gRPC (tools/conformance --help; not part of `make test`):
+# A2A_TCK_DIR names a checkout of a2aproject/a2a-tck, which is only read (the
+# kit's virtualenv is built under build/conformance/, once per kit commit).
+# Every failure must be listed, with its reason, in
+# tests/conformance/expected-failures.toml, and every one listed must still
+# fail. Without A2A_TCK_DIR it says so and is skipped (failed when CI=true).
+# About ten seconds, once the kit's virtualenv is built.
+.PHONY: conformance
+conformance: $(TEST_STAMP)
+	$(BIN)/python tools/conformance $(CONFORMANCE_ARGS)
+
 # The store suite also runs on PostgreSQL (127.0.0.1:5432, user postgres):
 # start the local cluster if it is installed but stopped. Without one the
 # PostgreSQL tests are skipped, or fail when CI=true.
