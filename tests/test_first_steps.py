@@ -447,7 +447,7 @@ OUTSIDE = re.compile(r"\.\./shared|(?<![\w.])/work/|\bseeds? 0\d\d\b", re.IGNORE
 
 def ci_names_the_kit(path: Path, line: str) -> bool:
     """CI's script is the one place that says where CI's checkout of the conformance kit is."""
-    return path.parts[-2:] == (".ci", "run") and line.strip() == "make conformance A2A_TCK_DIR=../shared/tck/a2a-tck"
+    return path.parts[-2:] == (".ci", "run") and re.fullmatch(r"make conformance A2A_TCK_DIR=\S+", line.strip()) is not None
 
 
 def test_text_names_no_file_outside_the_project() -> None:
