@@ -69,10 +69,12 @@ from beacon.intake import (
     REST_PATH,
     OperatorPolicy,
     PublicPolicy,
+    card_signing_keys,
     discovery_document,
     operator_card,
     public_card,
     schema_validator,
+    signed_card,
 )
 from beacon.protocol import (
     HTTP_JSON_BINDING,
@@ -82,6 +84,7 @@ from beacon.protocol import (
     Dispatcher,
     websocket_url,
 )
+from beacon.signing import SigningKey
 from beacon.store import ISubmissionStore, open_store, parse_store_url, sqlite_url
 
 log = Logger()
@@ -122,6 +125,8 @@ class BeaconResources:
     grpc: list[str] = field(default_factory=list)
     #: The public URL the card was last published for.
     published: str | None = None
+    #: The keys that sign the public card (C{[card] signing_key}), read once.
+    signing: tuple[SigningKey, ...] = ()
 
     def mount(self, root: Resource) -> Resource:
         """
@@ -148,7 +153,8 @@ class BeaconResources:
             bearer=bool(auth.bearer_tokens),
             grpc=tuple(self.grpc),
         )
-        self.a2a.card.publish(card, now)
+        # Signed here, once per publication: serving stays prepared bytes.
+        self.a2a.card.publish(signed_card(card, self.signing), now)
         self.native.discovery.publish(
             discovery_document(
                 self.config.card,
@@ -196,6 +202,7 @@ def beacon_resources(
             # [server] direct = false: autobahn reads and writes every frame.
             direct=None if config.direct else False,
         ),
+        signing=card_signing_keys(config.card),
     )
     if config.public_url is not None:
         result.publish(config.public_url)
@@ -665,7 +672,9 @@ def check_config(config: Config) -> Config:
     Check C{config} whole: its values (L{beacon.config.validate}), and
     what only the rooms that use them can say: that the store URL names a
     store (L{beacon.store.parse_store_url}) and that C{[notify]}'s program
-    and CA certificates will do (L{beacon.notify.check_options}).
+    and CA certificates will do (L{beacon.notify.check_options}), that
+    the card's signing keys are keys Beacon signs with
+    (L{beacon.intake.card_signing_keys}).
 
     @return: C{config} as L{validate} normalises it.
     @raise ConfigError: For the first value that will not do.
@@ -677,6 +686,8 @@ def check_config(config: Config) -> Config:
         except ValueError as e:
             raise ConfigError(f"[store] url: {e}") from None
     check_options(config.notify)
+    # The card's signing keys: read now, so a bad one stops start-up.
+    card_signing_keys(config.card)
     return config
 
 

@@ -20,7 +20,7 @@ ROOT = Path(beacon.__file__).parent
 #: The floors, from the ground up; a room imports only rooms below it.
 FLOORS: list[set[str]] = [
     {"beacon", "beacon.errors", "beacon.logs", "beacon.interfaces", "beacon.text", "beacon.proto", "beacon.capped",
-     "beacon.throttle"},
+     "beacon.throttle", "beacon.signing"},
     {"beacon.protocol", "beacon.heap", "beacon.listeners", "beacon.config"},
     {"beacon.store"},
     {"beacon.intake", "beacon.client", "beacon.testing", "beacon.notify"},

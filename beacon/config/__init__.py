@@ -54,6 +54,7 @@ from beacon.config._sections import (
     GRPCOptions,
     Limits,
     Notify,
+    SigningKeyOptions,
     WebSocketOptions,
 )
 
@@ -87,6 +88,7 @@ __all__ = [
     "GRPC_ENVELOPE",
     "Limits",
     "Notify",
+    "SigningKeyOptions",
     "SMTP_PORTS",
     "WebSocketOptions",
     "build_config",

@@ -259,7 +259,17 @@ def validate(config: Config) -> Config:
             card,
             documentation_url=check_url("[card] documentation_url", card.documentation_url),
         )
-    return replace(config, card=card)
+    if card.signing_key and card.signing:
+        raise ConfigError(
+            "[card] signing_key and [[card.signing]] say the same thing twice: "
+            "use one (the tables for a kid or a jku of your own)"
+        )
+    signing = []
+    for options in card.signing:
+        if options.jku:
+            options = replace(options, jku=check_url("[[card.signing]] jku", options.jku))
+        signing.append(options)
+    return replace(config, card=replace(card, signing=tuple(signing)))
 
 
 def _check_metrics_listen(description: str) -> None:

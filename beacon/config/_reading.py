@@ -20,6 +20,7 @@ from beacon.config._sections import (
     Config,
     ConfigError,
     Key,
+    SigningKeyOptions,
     declared_keys,
     default_of,
 )
@@ -183,6 +184,41 @@ def _mail_to(section: str, key: str, value: Any) -> tuple[str, ...]:
     return _strings(section, key, [value] if isinstance(value, str) else value)
 
 
+def _paths(section: str, key: str, value: Any) -> tuple[str, ...]:
+    """One path, or a list of them."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(
+            f'[{section}] {key} must be a path or a list of paths, for example: {key} = "card-key.pem"'
+        )
+    return tuple(value)
+
+
+def _signing_keys(section: str, key: str, tables: Any) -> tuple[SigningKeyOptions, ...]:
+    """C{[[card.signing]]}: tables of C{key} (required), C{kid} and C{jku}."""
+    where = f"[[{section}.{key}]]"
+    example = f'{where} key = "card-key.pem", kid = "2026-01", jku = "https://..."'
+    if not isinstance(tables, list):
+        raise ConfigError(f"{where} must be an array of tables, for example: {example}")
+    keys = []
+    for table in tables:
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be an array of tables, for example: {example}")
+        for name in table:
+            if name not in ("key", "kid", "jku"):
+                near = did_you_mean(name, ("key", "kid", "jku"))
+                hint = f" (did you mean {near!r}?)" if near else " (it takes key, kid and jku)"
+                raise ConfigError(f"unknown key {name!r} in {where}{hint}")
+        if not isinstance(table.get("key"), str) or not table["key"]:
+            raise ConfigError(f"{where} needs key, the PEM private key's path, for example: {example}")
+        for name in ("kid", "jku"):
+            if not isinstance(table.get(name, ""), str):
+                raise ConfigError(f"{where} {name} must be a string")
+        keys.append(SigningKeyOptions(table["key"], table.get("kid", ""), table.get("jku", "")))
+    return tuple(keys)
+
+
 def _grpc_listen(section: str, key: str, listen: Any) -> tuple[str, ...]:
     """gRPC addresses: a list of them, or one; a port alone may be a number."""
     if isinstance(listen, (str, int)) and not isinstance(listen, bool):
@@ -222,6 +258,8 @@ READERS: dict[str, Callable[[str, str, Any], Any]] = {
     "command": _command,
     "mail_to": _mail_to,
     "grpc_listen": _grpc_listen,
+    "paths": _paths,
+    "signing_keys": _signing_keys,
 }
 
 

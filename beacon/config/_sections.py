@@ -62,9 +62,33 @@ def section(name: str, holder: type) -> Any:
 
 
 @dataclass(frozen=True)
+class SigningKeyOptions:
+    """
+    One key that signs the public card (C{[[card.signing]]}, or a path of
+    C{[card] signing_key}).
+
+    @ivar key: The PEM private key's path (read at start-up, by the card's
+        room: L{beacon.intake.card_signing_keys}).
+    @ivar kid: The key id the signature names; empty: the key's RFC 7638
+        thumbprint.
+    @ivar jku: The URL of the JWKS that holds its public key; empty: none.
+    """
+
+    key: str
+    kid: str = ""
+    jku: str = ""
+
+
+@dataclass(frozen=True)
 class CardText:
     """
-    The operator's words on the card (C{[card]} in the configuration).
+    The operator's words on the card (C{[card]} in the configuration), and
+    the keys that sign it.
+
+    @ivar signing_key: The simple form: a PEM private key's path, or
+        several (a rotation), each signing with its thumbprint as C{kid}.
+    @ivar signing: The full form (C{[[card.signing]]} tables: C{key},
+        C{kid}, C{jku}); not with C{signing_key}.
     """
 
     name: str = key("Beacon")
@@ -76,6 +100,13 @@ class CardText:
     provider_organization: str = key("")
     provider_url: str = key("")
     documentation_url: str = key("")
+    signing_key: tuple[str, ...] = key((), read="paths")
+    signing: tuple[SigningKeyOptions, ...] = key((), read="signing_keys")
+
+    @property
+    def signing_keys(self) -> tuple[SigningKeyOptions, ...]:
+        """Every key that signs the card, in either form, in order."""
+        return tuple(SigningKeyOptions(path) for path in self.signing_key) + self.signing
 
 
 #: Defaults of C{[websocket]} (a2a-rust's binding; the caps and the idle timeout

@@ -16,8 +16,10 @@ from beacon.intake._card import (
     SUBMISSIONS_PATH,
     WEBSOCKET_PATH,
     discovery_document,
+    card_signing_keys,
     operator_card,
     public_card,
+    signed_card,
 )
 from beacon.intake._operator import (
     EXTENSION_DECLARATIONS,
@@ -59,6 +61,7 @@ __all__ = [
     "canonical_content",
     "content_of",
     "discovery_document",
+    "card_signing_keys",
     "operator_card",
     "EXTENSION_DECLARATIONS",
     "EXTENSION_METHODS",
@@ -70,6 +73,7 @@ __all__ = [
     "new_id",
     "parse_native",
     "public_card",
+    "signed_card",
     "receipt_of",
     "schema_validator",
     "schema_violations",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from beacon import __version__
-from beacon.config import CardText
+from beacon.config import CardText, ConfigError
+from beacon.signing import KeyFileError, SigningKey, load_signing_key, sign_card
 from beacon.protocol import (
     API_KEY_HEADER,
     GRPC_BINDING,
@@ -167,6 +168,34 @@ def public_card(
             {"schemes": {name: {"list": []}}} for name in schemes
         ]
     return card
+
+
+def card_signing_keys(text: CardText) -> tuple[SigningKey, ...]:
+    """
+    Read the keys that sign the public card (C{[card] signing_key}, or
+    C{[[card.signing]]}): at start-up, once, before anything listens.
+
+    @raise ConfigError: A key file cannot be read, is not a PEM private
+        key, or is of a kind Beacon does not sign with; two keys share a kid.
+    """
+    keys: list[SigningKey] = []
+    for options in text.signing_keys:
+        where = "[card] signing_key" if options.key in text.signing_key else "[[card.signing]] key"
+        try:
+            key = load_signing_key(options.key, options.kid or None, options.jku or None)
+        except KeyFileError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        if any(other.kid == key.kid for other in keys):
+            raise ConfigError(f"{where}: {options.key}: kid {key.kid!r} names another key too")
+        keys.append(key)
+    return tuple(keys)
+
+
+def signed_card(card: dict[str, Any], keys: tuple[SigningKey, ...]) -> dict[str, Any]:
+    """C{card} with its C{signatures} (one per key), computed now; C{card} as is without keys."""
+    if not keys:
+        return card
+    return {**card, "signatures": sign_card(card, keys)}
 
 
 #: Where the native protocol lives, relative to the public URL.
