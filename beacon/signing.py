@@ -305,9 +305,15 @@ def _algorithm_of(key: PublicKey) -> str:
             raise KeyFileError(f"an RSA key of {key.key_size} bits: RS256 needs {MIN_RSA_BITS} or more")
         return "RS256"
     raise KeyFileError(
-        f"a {type(key).__name__.removeprefix('_')} key: the card is signed with "
+        f"a {_kind(key)} key: the card is signed with "
         "ES256 (EC P-256), EdDSA (Ed25519) or RS256 (RSA)"
     )
+
+
+def _kind(key: Any) -> str:
+    """A key's kind, as its class names it (C{DSA}, C{X25519} ...)."""
+    name: str = type(key).__name__
+    return name.removeprefix("_").removesuffix("PublicKey").removesuffix("PrivateKey") or name
 
 
 def _read(path: str) -> bytes:

@@ -17,7 +17,7 @@ from twisted.internet.defer import Deferred
 
 from beacon.interfaces import IBeaconReactor
 from beacon import __version__
-from beacon.cli import _db, _peer, _review
+from beacon.cli import _db, _keygen, _peer, _review
 from beacon.cli._options import Parser
 
 
@@ -40,6 +40,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     @raise SystemExit: A usage error (code 2), or C{--help} (code 0).
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["card", "keygen"]:
+        # A command of its own: beacon card's URL is never "keygen".
+        args = _keygen.keygen_parser().parse_args(argv[2:])
+        args.area = args.command = "card keygen"
+        return args
     parser = build_parser()
     args = parser.parse_args(argv)
     _review.check_args(parser, args)
@@ -67,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     The C{beacon} console script.
 
     @return: The exit code: 0 success, 1 error, 2 usage, 3 timeout (the
-        agent commands).
+        agent commands), 4 the card's signature not verified (C{--verify}).
     """
     try:
         args = parse_args(argv)
@@ -79,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reconfigure(errors="backslashreplace")
     if args.area == "db":
         return _db.database(args, sys.stdout, sys.stderr)
+    if args.area == "card keygen":
+        return _keygen.keygen(args, sys.stdout, sys.stderr)
 
     from twisted.internet import reactor
     from twisted.internet.task import react

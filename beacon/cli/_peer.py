@@ -34,7 +34,9 @@ from beacon.client import (
     Timeout,
     Timeouts,
     TransportError,
+    UnverifiedCard,
     card_url,
+    check_card_signature,
     fetch_card,
     grpc_installed,
     outcome_of,
@@ -48,6 +50,9 @@ DEFAULT_PEER_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Exit code of a command that ran out of time.
 EXIT_TIMEOUT = 3
+#: Exit code of a command whose agent card is not signed by a key of
+#: C{--verify} (nothing was sent).
+EXIT_UNVERIFIED = 4
 
 
 def describe_peer(error: ClientError) -> str:
@@ -243,7 +248,9 @@ async def _peer_card(reactor: IBeaconReactor, args: argparse.Namespace, io: Outp
     socket = args.socket if args.url.startswith("unix://") else None
     card = await _at_url_or_origin(
         args, io,
-        lambda url: fetch_card(reactor, url, timeouts=_peer_timeouts(args), socket_path=socket),
+        lambda url: fetch_card(
+            reactor, url, timeouts=_peer_timeouts(args), socket_path=socket, verify=args.verify_keys
+        ),
     )
     # The interface send and task would use; with --binding, none is an error.
     try:
@@ -257,6 +264,9 @@ async def _peer_card(reactor: IBeaconReactor, args: argparse.Namespace, io: Outp
         return 0
     for line in card_lines(card):
         io.line(line)
+    if args.verify_keys is not None:
+        key = check_card_signature(card, args.verify_keys)
+        io.line(f"signed by: kid {inert(key.kid)} ({key.alg}), a key of {inert(args.verify)}")
     if selected is None:
         io.line("selected interface: none this client can use")
     else:
@@ -287,6 +297,7 @@ async def _peer_client(reactor: IBeaconReactor, args: argparse.Namespace, io: Ou
             preference=args.binding,
             socket_path=args.socket,
             timeouts=_peer_timeouts(args),
+            verify=args.verify_keys,
         ),
     )
 
@@ -367,6 +378,10 @@ async def run_peer(reactor: IBeaconReactor, args: argparse.Namespace, out: IO[st
     except Timeout as e:
         err.write(f"beacon: {describe_peer(e)}\n")
         return EXIT_TIMEOUT
+    except UnverifiedCard as e:
+        sent = "; nothing was sent" if args.area == "send" else ""
+        err.write(f"beacon: {inert(str(e))}{sent}\n")
+        return EXIT_UNVERIFIED
     except ClientError as e:
         err.write(f"beacon: {describe_peer(e)}\n")
         return 1
@@ -398,6 +413,11 @@ def add_parsers(commands: Any) -> None:
         )
         parser.add_argument("--json", action="store_true", help="print ProtoJSON")
         parser.add_argument(
+            "--verify", metavar="KEY_OR_JWKS", default=None,
+            help="go on only if the card is signed by this key (a PEM public key file, "
+            f"or a JWKS or JWK JSON file); else exit {EXIT_UNVERIFIED}",
+        )
+        parser.add_argument(
             "--binding", metavar="|".join(BINDINGS), type=binding_list, default=None,
             help="use only this binding, or these (comma-separated, in order of preference, "
             "over the card's order) [default: the card's first interface of "
@@ -407,7 +427,9 @@ def add_parsers(commands: Any) -> None:
     card = commands.add_parser(
         "card", help="show an A2A agent's card",
         description="Fetch and show an A2A agent's card, and the interface send and task would use "
-        "(with --binding, fail when none of those bindings can be used).",
+        "(with --binding, fail when none of those bindings can be used; with --verify, when the "
+        "card is not signed by that key). beacon card keygen PATH makes a key to sign a "
+        "Beacon's card with (beacon card keygen --help).",
     )
     common(card)
     send = commands.add_parser(
@@ -435,6 +457,14 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     args.command = args.area
     if getattr(args, "binding", None) == ["unix"] and args.socket is None and not args.url.startswith("unix://"):
         parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
+    args.verify_keys = None
+    if getattr(args, "verify", None) is not None:
+        from beacon.client import KeyFileError, load_verification_keys
+
+        try:
+            args.verify_keys = load_verification_keys(args.verify)
+        except KeyFileError as e:
+            parser.error(f"--verify: {e}")
     args.data_document = None
     if getattr(args, "data", None) is not None:
         try:

@@ -7,7 +7,9 @@ Beacon's outbound clients.
     WebSocket binding, JSON-RPC on a unix socket the caller configured,
     gRPC with grpcio installed; by default the card's first of them, in
     the card's order, or the first the caller's own order names), and
-    the client calls the eleven methods; L{A2AClient.send_text} resolves to an L{Outcome} and never
+    the client calls the eleven methods (with C{verify=} keys read by
+    L{load_verification_keys}, only once the card's signature is checked:
+    L{check_card_signature}); L{A2AClient.send_text} resolves to an L{Outcome} and never
     fails.
   - L{OperatorClient} reads and decides on submissions through Beacon's
     own operator socket (or its loopback bearer door), as the
@@ -41,6 +43,7 @@ from beacon.client._card import (
     AgentSkill,
     SecurityScheme,
     card_url,
+    check_card_signature,
     parse_card,
 )
 from beacon.client._errors import (
@@ -54,6 +57,7 @@ from beacon.client._errors import (
     RPCError,
     Timeout,
     TransportError,
+    UnverifiedCard,
 )
 from beacon.client._grpc import GRPC_EXTRA, GRPCMissing
 from beacon.client._jsonrpc import A2A_VERSION
@@ -78,6 +82,7 @@ from beacon.client._review import (
     rfc3339,
 )
 from beacon.protocol import UNIX_BINDING, WEBSOCKET_BINDING
+from beacon.signing import KeyFileError, VerificationKey, load_verification_keys
 from beacon.protocol.query import FilterError
 from beacon.client._select import (
     BINDINGS,
@@ -150,6 +155,11 @@ __all__ = [
     "Timeout",
     "Timeouts",
     "TransportError",
+    "UnverifiedCard",
+    "VerificationKey",
+    "KeyFileError",
+    "load_verification_keys",
+    "check_card_signature",
     "card_url",
     "every_task",
     "fetch_card",

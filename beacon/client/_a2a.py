@@ -42,7 +42,7 @@ from twisted.web.client import Agent
 from twisted.web.iweb import IAgent, IPolicyForHTTPS
 
 from beacon.interfaces import IBeaconReactor
-from beacon.client._card import AgentCard, card_url, parse_card
+from beacon.client._card import AgentCard, card_url, check_card_signature, parse_card
 from beacon.client._errors import (
     ClientError,
     HTTPStatusError,
@@ -52,6 +52,7 @@ from beacon.client._errors import (
     TransportError,
 )
 from beacon.client._grpc import GRPCTransport
+from beacon.signing import VerificationKey
 from beacon.client._jsonrpc import (
     HTTPTransport,
     headers_for,
@@ -239,6 +240,7 @@ def fetch_card(
     tls_policy: IPolicyForHTTPS | None = None,
     agent: IAgent | None = None,
     retries: int = 0,
+    verify: Sequence[VerificationKey] | None = None,
 ) -> Deferred[AgentCard]:
     """
     Fetch and parse an agent's card.
@@ -249,7 +251,11 @@ def fetch_card(
     @param socket_path: Fetch over this unix socket (the URL's host then
         means nothing).
     @raise HTTPStatusError: The card was answered with another status than 200.
+    @param verify: When given, the card must be signed by one of these
+        keys (L{check_card_signature}).
     @raise InvalidCard: It is not JSON, not an object, or not a 1.0 card.
+    @raise UnverifiedCard: C{verify} is given and no signature of the card
+        is valid under its keys.
     @raise Timeout, TransportError: As for every call.
     """
     clock = _reactor_clock(reactor, clock)
@@ -284,7 +290,10 @@ def fetch_card(
             raise HTTPStatusError(response.code, phrase(response))
         if document is None:
             raise InvalidCard(address, "the card is not valid JSON")
-        return parse_card(document, address)
+        card = parse_card(document, address)
+        if verify is not None:
+            check_card_signature(card, verify, address)
+        return card
 
     def attempt() -> Deferred[AgentCard]:
         return Deadline(
@@ -452,12 +461,15 @@ class A2AClient:
         Fetch the card at C{url} (see L{fetch_card}: a C{unix:///path} URL
         fetches it over that socket, which is then the configured socket),
         then choose an interface (C{preference}: as for L{for_card}).
+        With C{verify} (trusted keys), the card must be signed by one of
+        them, else L{UnverifiedCard} and nothing is sent.
         """
         if socket_path is None:
             socket_path = _socket_of(url)
         card_kwargs: dict[str, Any] = {
             k: kwargs[k] for k in ("clock", "timeouts", "headers", "tls_policy", "agent", "retries") if k in kwargs
         }
+        card_kwargs["verify"] = kwargs.pop("verify", None)
         if "limits" in kwargs:
             card_kwargs["max_card"] = kwargs["limits"].card
         card_socket = socket_path if _socket_of(url) is not None else None

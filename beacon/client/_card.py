@@ -19,12 +19,13 @@ wrong type always fails.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from beacon.client._errors import InvalidCard
+from beacon.client._errors import InvalidCard, UnverifiedCard
+from beacon.signing import CardSignatureError, VerificationKey, verify_card
 
 #: Where a card lives below an agent's base URL (RFC 8615).
 WELL_KNOWN_CARD = "/.well-known/agent-card.json"
@@ -360,3 +361,22 @@ def parse_card(document: Any, url: str = "the card") -> AgentCard:
         extra=r.extra(),
         raw=MappingProxyType(document),
     )
+
+
+def check_card_signature(
+    card: AgentCard, keys: Sequence[VerificationKey], url: str = "the card"
+) -> VerificationKey:
+    """
+    Check that C{card} is signed by one of C{keys} (A2A 1.0 §8.4; read
+    them with L{beacon.signing.load_verification_keys}): one valid
+    signature suffices, over the card as the official SDK canonicalises it
+    or as the specification does.
+
+    @return: The key that verified it (its C{kid} names it).
+    @raise UnverifiedCard: It is unsigned, or no signature is valid under
+        any of C{keys}.
+    """
+    try:
+        return verify_card(card.raw, keys)
+    except CardSignatureError as e:
+        raise UnverifiedCard(url, str(e)) from None

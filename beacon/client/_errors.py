@@ -194,6 +194,21 @@ class InvalidResponse(ClientError):
     """
 
 
+class UnverifiedCard(ClientError):
+    """
+    The agent card carries no signature that one of the trusted keys
+    verifies (it is unsigned, or signed by another key, or changed since).
+
+    @ivar url: Where the card was read from.
+    @ivar problem: What was found.
+    """
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"the card at {url} is not trusted: {problem}")
+
+
 class InvalidCard(ClientError):
     """
     The agent card could not be used: not JSON, not an object, or missing
