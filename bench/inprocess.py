@@ -136,7 +136,7 @@ class TurnClock(Clock):
         f(*args)
 
 
-def measure(workload: str, count: int) -> float:
+def measure(workload: str, count: int, signing_key: str | None = None) -> float:
     """Run C{count} requests after a warm-up; CPU seconds per request."""
     devnull = open(os.devnull, "w")
     registerAsIOThread()
@@ -146,7 +146,9 @@ def measure(workload: str, count: int) -> float:
     limited = workload in ("limited", "ws-limited")
     websocket = workload in ("ws", "ws-limited")
     limits = {"rate": 1, "burst": 1} if limited else {"rate": 0}
-    config = build_config({"limits": limits})
+    # --signing-key: the card carries a signature (computed at publish).
+    card = {"signing_key": signing_key} if signing_key else {}
+    config = build_config({"limits": limits, "card": card})
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
@@ -258,7 +260,7 @@ def measure(workload: str, count: int) -> float:
     return (time.process_time() - started) / count
 
 
-def callgrind(workload: str) -> int:
+def callgrind(workload: str, signing_key: str | None = None) -> int:
     """Instructions per request, from two callgrind runs."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -271,7 +273,8 @@ def callgrind(workload: str) -> int:
             out = Path(tmp) / f"callgrind.{count}"
             run = subprocess.run(
                 [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-                 sys.executable, __file__, workload, "--count", str(count)],
+                 sys.executable, __file__, workload, "--count", str(count),
+                 *(["--signing-key", signing_key] if signing_key else [])],
                 capture_output=True, text=True, check=True, env=environment,
             )
             found = re.search(r"Collected : (\d+)", run.stderr)
@@ -289,11 +292,16 @@ def main() -> None:
     )
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")
+    parser.add_argument(
+        "--signing-key", metavar="PEM", default=None,
+        help="sign the card with this private key ([card] signing_key)",
+    )
     args = parser.parse_args()
     if args.callgrind:
-        print(f"{args.workload}: {callgrind(args.workload):,} instructions per request")
+        print(f"{args.workload}: {callgrind(args.workload, args.signing_key):,} instructions per request")
     else:
-        print(f"{args.workload}: {measure(args.workload, args.count) * 1e6:.1f} us of CPU per request")
+        seconds = measure(args.workload, args.count, args.signing_key)
+        print(f"{args.workload}: {seconds * 1e6:.1f} us of CPU per request")
 
 
 if __name__ == "__main__":

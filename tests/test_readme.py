@@ -323,6 +323,11 @@ def test_toml_example_is_accepted(block: Block) -> None:
 
 def _subparser(parser: Any, words: list[str]) -> Any:
     """The parser of the command C{words} names (C{review list}...)."""
+    if words[:2] == ["card", "keygen"]:
+        # A command of its own, beside beacon card URL (beacon.cli._main.parse_args).
+        from beacon.cli._keygen import keygen_parser
+
+        return keygen_parser()
     for word in words:
         for action in parser._actions:
             choices = getattr(action, "choices", None)
@@ -352,8 +357,15 @@ def beacon_argv(words: list[str]) -> list[str] | None:
         if (word == "beacon" or word.endswith("/bin/beacon")) and (
             words[i + 1] in TOP_COMMANDS or words[i + 1] == "--version"
         ):
-            return words[i + 1:]
+            # Up to a redirection or the next command of the line.
+            rest = words[i + 1:]
+            ends = [n for n, w in enumerate(rest) if w in SHELL_OPERATORS]
+            return rest[: ends[0]] if ends else rest
     return None
+
+
+#: What ends a command's words on a shell line (shlex keeps them as words).
+SHELL_OPERATORS = frozenset({">", ">>", "|", "||", "&&", ";", "2>", "2>&1"})
 
 
 def twistd_argv(words: list[str]) -> list[str] | None:
@@ -404,6 +416,8 @@ def test_beacon_command_line_parses(where: str, text: str) -> None:
     # argparse takes a unique prefix of an option too: README spells each whole.
     parser: Any = build_parser()
     known = set(parser.option_names)
+    if args[:2] == ["card", "keygen"]:
+        known |= _subparser(parser, args[:2]).option_names
     for word in args:
         if word in _commands_of(parser):
             parser = _subparser(parser, [word])

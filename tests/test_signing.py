@@ -21,19 +21,6 @@ from urllib.request import urlopen
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec
-from google.protobuf.json_format import MessageToDict, ParseDict
-
-from a2a.types import AgentCard as SDKCard
-from a2a.utils._jcs import canonicalize as sdk_canonicalize
-from a2a.utils.signing import (
-    InvalidSignaturesError,
-    NoSignatureError,
-    create_agent_card_signer,
-    create_signature_verifier,
-)
-from jwt import PyJWK
-from jwt.exceptions import PyJWKError
-
 from beacon.client import UnverifiedCard, check_card_signature, load_verification_keys, parse_card
 from beacon.config import CardText, ConfigError, build_config
 from beacon.intake import card_signing_keys, public_card, signed_card
@@ -66,17 +53,23 @@ def write_key(path: Path, alg: str) -> Any:
     return key
 
 
-def sdk_verifier(*keys: Any) -> Any:
-    """The SDK's verifier, trusting C{keys} (Beacon's L{SigningKey}s) by kid."""
-    jwks = {key.kid: PyJWK(key.jwk) for key in keys}
-    algorithms = sorted({key.alg for key in keys})
+SDK = Path(__file__).parent / "peers" / "a2a_sdk_signing.py"
 
-    def key_provider(kid: str | None, jku: str | None) -> PyJWK:
-        if kid not in jwks:
-            raise PyJWKError(f"no trusted key {kid}")
-        return jwks[kid]
 
-    return create_signature_verifier(key_provider, algorithms)
+def sdk(**request: Any) -> Any:
+    """The a2a-sdk's answer to C{request} (see L{peers.a2a_sdk_signing}), from a process of its own."""
+    done = subprocess.run(
+        [sys.executable, str(SDK)], input=json.dumps(request), capture_output=True, text=True,
+        timeout=COMMAND_TIMEOUT, check=True,
+    )
+    return json.loads(done.stdout)["result"]
+
+
+def sdk_verify(card: dict[str, Any], *keys: Any) -> str:
+    """The SDK's verifier on C{card}, trusting C{keys} (Beacon's L{SigningKey}s) by kid: valid, or its error's name."""
+    jwks = [key.jwk for key in keys]
+    result: str = sdk(op="verify", card=card, jwks=jwks, algorithms=sorted({key.alg for key in keys}))
+    return result
 
 
 def fetch(url: str) -> dict[str, Any]:
@@ -99,7 +92,7 @@ def fetch(url: str) -> dict[str, Any]:
 )
 def test_canonical_form_is_the_sdks(value: Any) -> None:
     """Beacon's RFC 8785 form is the SDK's, byte for byte (numbers, escapes, key order by UTF-16)."""
-    assert canonicalize(value) == sdk_canonicalize(value).encode("utf-8")
+    assert canonicalize(value) == sdk(op="jcs", value=value).encode("utf-8")
 
 
 # Beacon signs, the SDK verifies.
@@ -139,11 +132,8 @@ def test_rotation_signed_card_verifies_with_the_sdk(launcher: BeaconLauncher, tm
         {"alg": "EdDSA", "kid": eddsa.kid, "typ": "JOSE"},
     ]
     for key in (es256, eddsa):
-        card = ParseDict(document, SDKCard())
-        sdk_verifier(key)(card)
-        card.name = "Another Beacon"
-        with pytest.raises(InvalidSignaturesError):
-            sdk_verifier(key)(card)
+        assert sdk_verify(document, key) == "valid"
+        assert sdk_verify(dict(document, name="Another Beacon"), key) == "InvalidSignaturesError"
     # Beacon's own client verifies it too, naming the key.
     card = parse_card(document)
     for key in (es256, eddsa):
@@ -163,14 +153,12 @@ def test_each_algorithm_verifies_with_the_sdk(alg: str, tmp_path: Path) -> None:
     card = signed_card(public_card(config.card, "https://b.example", websocket=True, bearer=True), keys)
     header = json.loads(unb64url(card["signatures"][0]["protected"]))
     assert header == {"alg": alg, "kid": "2026-01", "jku": "https://b.example/jwks.json", "typ": "JOSE"}
-    sdk_verifier(*keys)(ParseDict(json.loads(json.dumps(card)), SDKCard()))
+    assert sdk_verify(card, *keys) == "valid"
     changed = json.loads(json.dumps(card))
     changed["skills"][0]["description"] += "!"
-    with pytest.raises(InvalidSignaturesError):
-        sdk_verifier(*keys)(ParseDict(changed, SDKCard()))
+    assert sdk_verify(changed, *keys) == "InvalidSignaturesError"
     unsigned = public_card(config.card, "https://b.example")
-    with pytest.raises(NoSignatureError):
-        sdk_verifier(*keys)(ParseDict(unsigned, SDKCard()))
+    assert sdk_verify(unsigned, *keys) == "NoSignatureError"
 
 
 # The SDK signs, Beacon verifies.
@@ -179,11 +167,11 @@ def test_each_algorithm_verifies_with_the_sdk(alg: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("alg", ALGORITHMS)
 def test_sdk_signed_cards_verify_with_beacon(alg: str, tmp_path: Path) -> None:
     """A card the SDK's signer signed (non-ASCII text, security requirements) verifies with Beacon's client, from a JWKS or a PEM public key; changed, it does not."""
-    _, key = generate_key(alg)
+    pem, key = generate_key(alg)
     text = CardText(name="Bäcon ✓", description="Ünïcode, \"quotes\" and a line\nbreak.")
-    card = ParseDict(public_card(text, "https://sdk.example", api_keys=True, grpc=["h:1"]), SDKCard())
-    create_agent_card_signer(key.private, {"alg": alg, "kid": "sdk-key", "jku": None, "typ": "JOSE"})(card)
-    served = MessageToDict(card)
+    card = public_card(text, "https://sdk.example", api_keys=True, grpc=["h:1"])
+    header = {"alg": alg, "kid": "sdk-key", "jku": None, "typ": "JOSE"}
+    served = sdk(op="sign", card=card, pem=pem.decode(), header=header)
     (tmp_path / "jwks.json").write_text(json.dumps({"keys": [dict(key.jwk, kid="sdk-key")]}))
     (tmp_path / "public.pem").write_bytes(key.private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))

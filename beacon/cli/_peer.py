@@ -28,6 +28,7 @@ from beacon.client import (
     HTTPStatusError,
     AgentCard,
     InvalidResponse,
+    KeyFileError,
     NoCompatibleInterface,
     RequestTooLarge,
     RPCError,
@@ -39,6 +40,7 @@ from beacon.client import (
     check_card_signature,
     fetch_card,
     grpc_installed,
+    load_verification_keys,
     outcome_of,
     select_interface,
     text_message,
@@ -361,6 +363,13 @@ async def run_peer(reactor: IBeaconReactor, args: argparse.Namespace, out: IO[st
     @return: The exit code.
     """
     io = Output(out, err)
+    if args.verify is not None:
+        try:
+            args.verify_keys = load_verification_keys(args.verify)
+        except KeyFileError as e:
+            # A bad argument, said before anything is fetched: as a usage error.
+            err.write(f"beacon: --verify: {inert(str(e))}\n")
+            return 2
     if args.binding == ["grpc"] and not grpc_installed():
         # Said before anything is fetched: nothing could use the answer.
         err.write(f"beacon: --binding grpc needs grpcio: {GRPC_EXTRA}\n")
@@ -457,14 +466,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     args.command = args.area
     if getattr(args, "binding", None) == ["unix"] and args.socket is None and not args.url.startswith("unix://"):
         parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
+    # --verify's keys are read when the command runs (run_peer).
     args.verify_keys = None
-    if getattr(args, "verify", None) is not None:
-        from beacon.client import KeyFileError, load_verification_keys
-
-        try:
-            args.verify_keys = load_verification_keys(args.verify)
-        except KeyFileError as e:
-            parser.error(f"--verify: {e}")
     args.data_document = None
     if getattr(args, "data", None) is not None:
         try:
