@@ -9,7 +9,6 @@ a trusted key.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -82,17 +81,40 @@ def fetch(url: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "value",
+    "value, canonical",
     [
-        {"b": 1, "a": [True, False, None, "x"], "é": "ü\u2028", "\u20ac": 1, "\U0001f600": 2},
-        [0, -0.0, 1.0, 1.5, -2.25, 1e21, 1e-7, 123456789.125, 5e-324, 1.7976931348623157e308, 1e20, 0.000001],
-        {"control": "\x00\x1f\b\t\n\f\r\"\\/", "nested": {"z": {}, "y": []}},
-        [2**53 - 1, -(2**53 - 1), 333333333.3333333, 1 / 3, 100, 1e-6],
+        (
+            {"b": 1, "a": [True, False, None, "x"], "é": "ü\u2028", "\u20ac": 1, "\U0001f600": 2},
+            '{"a":[true,false,null,"x"],"b":1,"é":"ü\u2028","€":1,"😀":2}',
+        ),
+        (
+            [0, -0.0, 1.0, 1.5, -2.25, 1e21, 1e-7, 123456789.125, 5e-324, 1.7976931348623157e308, 1e20, 0.000001],
+            "[0,0,1,1.5,-2.25,1e+21,1e-7,123456789.125,5e-324,1.7976931348623157e+308,"
+            "100000000000000000000,0.000001]",
+        ),
+        (
+            {"control": "\x00\x1f\b\t\n\f\r\"\\/", "nested": {"z": {}, "y": []}},
+            '{"control":"\\u0000\\u001f\\b\\t\\n\\f\\r\\"\\\\/","nested":{"y":[],"z":{}}}',
+        ),
+        (
+            [2**53 - 1, -(2**53 - 1), 333333333.3333333, 1 / 3, 100, 1e-6],
+            "[9007199254740991,-9007199254740991,333333333.3333333,0.3333333333333333,100,0.000001]",
+        ),
+        # RFC 8785 section 3.2.3's own example.
+        (
+            {
+                "numbers": [333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001],
+                "string": "\u20ac$\u000f\u000aA'\u0042\u0022\u005c\\\"/",
+                "literals": [None, True, False],
+            },
+            '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+            '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}',
+        ),
     ],
 )
-def test_canonical_form_is_the_sdks(value: Any) -> None:
-    """Beacon's RFC 8785 form is the SDK's, byte for byte (numbers, escapes, key order by UTF-16)."""
-    assert canonicalize(value) == sdk(op="jcs", value=value).encode("utf-8")
+def test_canonical_form_is_rfc_8785s(value: Any, canonical: str) -> None:
+    """Beacon's RFC 8785 form, byte for byte (numbers as ECMAScript writes them, escapes, keys in UTF-16 order): what the SDK's signer signs (its verifier's acceptance of Beacon's cards is tested below)."""
+    assert canonicalize(value) == canonical.encode("utf-8")
 
 
 # Beacon signs, the SDK verifies.
@@ -224,12 +246,12 @@ def test_bad_keys_are_config_errors(tmp_path: Path, content: bytes | None, expec
     assert "\n" not in str(raised.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_unreadable_key(tmp_path: Path) -> None:
-    write_key(tmp_path / "k.pem", "ES256")
-    (tmp_path / "k.pem").chmod(0)
-    with pytest.raises(ConfigError, match="cannot read .*permission denied"):
+    """A key path that cannot be read (a directory: unreadable for root too) is named with the system's reason."""
+    (tmp_path / "k.pem").mkdir()
+    with pytest.raises(ConfigError, match="cannot read .*k.pem.*directory") as raised:
         check_config(build_config({"card": {"signing_key": str(tmp_path / "k.pem")}}))
+    assert "\n" not in str(raised.value)
 
 
 def test_config_shapes(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ writes one JSON answer on standard output.
     (C{NoSignatureError}, C{InvalidSignaturesError}).
   - C{{"op": "sign", "card": ..., "pem": "...", "header": {...}}}: the card
     the SDK's signer signed, as ProtoJSON (C{MessageToDict}).
-  - C{{"op": "jcs", "value": ...}}: the SDK's RFC 8785 form of C{value}.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
 from a2a.types import AgentCard
-from a2a.utils._jcs import canonicalize
 from a2a.utils.signing import (
     SignatureVerificationError,
     create_agent_card_signer,
@@ -33,8 +31,6 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 
 def answer(request: dict[str, Any]) -> Any:
-    if request["op"] == "jcs":
-        return canonicalize(request["value"])
     card = ParseDict(request["card"], AgentCard())
     if request["op"] == "sign":
         key = load_pem_private_key(request["pem"].encode(), password=None)
