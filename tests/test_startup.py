@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import select
 import signal
 import socket
 import subprocess
@@ -126,6 +127,23 @@ class Twistd:
             except OSError:
                 continue
         return found
+
+    def wait_gone(self, timeout: float = EXIT_TIMEOUT) -> None:
+        """
+        Wait, bounded, until no process L{running} finds is left: each is
+        waited for through a pidfd (readable once it has exited), so the
+        wait ends when it does, without polling.
+        """
+        deadline = time.monotonic() + timeout
+        for pid in self.running():
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            finally:
+                os.close(fd)
 
     def kill_all(self) -> None:
         """SIGKILL every process L{running} finds."""
@@ -246,9 +264,7 @@ def assert_nothing_left(twistd: Twistd, finished: Finished) -> None:
     """No pidfile, no process, no operator socket or discovery file, no traceback in the log."""
     # The daemon, if there was one, is gone (bounded wait: it may be exiting;
     # it removes its pidfile after telling the parent, which exits at once).
-    deadline = time.monotonic() + EXIT_TIMEOUT
-    while twistd.running() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    twistd.wait_gone()
     assert twistd.running() == []
     assert not twistd.pidfile.exists(), "the pidfile outlived a failed start"
     assert not (twistd.data / "operator.sock").exists(), "a failed start left operator.sock"
@@ -330,9 +346,7 @@ def test_bearer_door_alone_starts_on_a_fresh_data_directory(twistd: Twistd) -> N
     assert twistd.data.stat().st_mode & 0o777 == 0o700
     assert not (twistd.data / "operator.sock").exists()
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + EXIT_TIMEOUT
-    while pid in twistd.running() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    twistd.wait_gone()
     assert pid not in twistd.running()
     assert not discovery.exists()
     assert "Traceback" not in twistd.log()
@@ -424,9 +438,7 @@ def test_uid_switch_on_a_fresh_data_directory(tmp_path: Path) -> None:
             assert served.stdout.startswith("HTTP/1.1 200 "), served
             pid = int(runner.pidfile.read_text())
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + EXIT_TIMEOUT
-            while runner.running() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            runner.wait_gone()
             assert runner.running() == []
             assert not sock.exists(), "the socket outlived the daemon"
             assert "Traceback" not in runner.log()
