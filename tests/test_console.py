@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_twisted
@@ -50,6 +51,10 @@ from beacon.console import (
     ConsoleSite,
     EventRelay,
 )
+from beacon.protocol import DOORS
+from beacon.protocol import STATE_COMPLETED as COMPLETED
+from beacon.protocol import STATE_REJECTED as REJECTED
+from beacon.protocol import STATE_SUBMITTED as SUBMITTED
 from beacon.service import makeService
 from peers.process import LOOPBACK_HTTP, BeaconLauncher
 from test_cli import (  # noqa: F401 (fixtures)
@@ -589,6 +594,26 @@ async def test_list_and_filters(beacon: InProcessBeacon, serve: Callable[..., Se
         assert answer.status == 400, (query, answer)
         assert words in answer.json()["error"]["message"], (query, answer)
         assert_secure(answer)
+
+
+@pytest_twisted.ensureDeferred
+async def test_choices_are_beacons_own_lists(beacon: InProcessBeacon, serve: Callable[..., Served]) -> None:
+    """/api/choices offers every door of DOORS (grpc too) and the three states; each one filters."""
+    served = serve()
+    answer = await served.get("/api/choices", session=False)
+    assert answer.status == 401
+    await served.sign_in()
+    answer = await served.get("/api/choices")
+    assert answer.status == 200
+    assert_secure(answer)
+    choices = answer.json()
+    assert choices == {"doors": list(DOORS), "states": [SUBMITTED, COMPLETED, REJECTED]}
+    assert "grpc" in choices["doors"]
+    for door in choices["doors"]:
+        assert (await served.get(f"/api/tasks?door={quote(door)}")).status == 200, door
+    for state in choices["states"]:
+        assert (await served.get(f"/api/tasks?status={state}")).status == 200, state
+    assert (await served.post("/api/choices", {})).status == 405
 
 
 @pytest_twisted.ensureDeferred

@@ -7,6 +7,8 @@ as the other C{beacon review} commands do): the daemon gains no door. The
 page (C{static/}, plain files: hand-written ES modules and one stylesheet)
 talks to a small JSON API and an event stream:
 
+  - C{GET /api/choices}: what the filters offer, Beacon's own lists (the
+    doors, L{beacon.protocol.DOORS}, and the states);
   - C{GET /api/tasks}: one page of C{beacon.review.List} (filters C{search},
     C{state}, C{door}, C{since}, C{until}, C{id}; C{sort}, C{pageSize},
     C{pageToken});
@@ -32,6 +34,7 @@ from beacon.console._events import (
     EventStream,
 )
 from beacon.console._server import (
+    CHOICES,
     COOKIE,
     CSP,
     MAX_BODY,
@@ -45,6 +48,7 @@ from beacon.console._server import (
 )
 
 __all__ = [
+    "CHOICES",
     "COOKIE",
     "CSP",
     "FIRST_RETRY",

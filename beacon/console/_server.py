@@ -55,7 +55,14 @@ from beacon.client import (
     resolve,
 )
 from beacon.console._events import EventRelay, EventStream
-from beacon.protocol import STATE_SUBMITTED, JSONParseError, loads
+from beacon.protocol import (
+    DOORS,
+    STATE_COMPLETED,
+    STATE_REJECTED,
+    STATE_SUBMITTED,
+    JSONParseError,
+    loads,
+)
 from beacon.protocol.query import TaskQuery, read_text
 from beacon.text import inert_text
 from beacon.throttle import LogThrottle
@@ -84,6 +91,12 @@ CSP = (
     b" img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self';"
     b" report-uri /csp-report"
 )
+#: The states a submission is in: undecided, accepted, rejected.
+STATES = (STATE_SUBMITTED, STATE_COMPLETED, STATE_REJECTED)
+#: What the page's filters offer (C{GET /api/choices}): Beacon's own lists,
+#: so that the page holds no copy of its own.
+CHOICES = {"doors": list(DOORS), "states": list(STATES)}
+
 #: The headers on every answer.
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"Content-Security-Policy", CSP),
@@ -477,6 +490,10 @@ class _Root(Resource):
         if path == b"/api/events":
             self._only(method, b"GET")
             return self._events(request)
+        if path == b"/api/choices":
+            self._only(method, b"GET")
+            request.responseHeaders.setRawHeaders(b"Content-Type", [JSON_TYPE])
+            return _json(CHOICES)
         if path == b"/api/tasks":
             self._only(method, b"GET")
             return self._async(request, lambda gone: self._list(_query(request)))
