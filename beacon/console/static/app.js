@@ -3,6 +3,7 @@
 // text (text.js); every request goes to this page's own origin (api.js).
 
 import { APIError, get, post, taskPath } from "./api.js";
+import { rowOf } from "./rows.js";
 import {
   decisionOf, dig, element, flatten, inert, plural, size, stateWord, summary, when,
 } from "./text.js";
@@ -24,6 +25,7 @@ const view = {
   current: -1,          // the row j/k move, o opens
   selected: new Set(),  // ids chosen for a bulk decision
   matching: false,      // the selection is "every undecided one matching"
+  confirming: [],       // the ids the bulk dialog asks about
   openId: null,         // the submission shown, if any
   openTask: null,
   pending: null,        // "accept" or "reject" once a or r was pressed
@@ -77,6 +79,23 @@ function queryOfForm() {
   return query;
 }
 
+// The filters' choices: Beacon's own lists (GET /api/choices), each
+// under the "any" the page starts with; data-ready on a select once filled.
+async function loadChoices() {
+  const choices = await get("/api/choices");
+  for (const [id, key, word] of [["state", "states", stateWord], ["door", "doors", String]]) {
+    const select = $(id);
+    const values = Array.isArray(choices?.[key]) ? choices[key] : [];
+    const options = values.filter((v) => typeof v === "string").map((value) => {
+      const option = element("option", "", word(value));
+      option.value = value;
+      return option;
+    });
+    select.replaceChildren(select.options[0], ...options);
+    select.dataset.ready = "true";
+  }
+}
+
 function filtersOnly(query) {
   const filters = { ...query };
   delete filters.sort;
@@ -85,40 +104,13 @@ function filtersOnly(query) {
 
 // The inbox.
 
-function rowOf(task) {
-  const id = String(task.id);
-  const row = element("li", "row");
-  row.dataset.id = id;
-  const state = dig(task, "status", "state");
-  row.dataset.state = typeof state === "string" ? state : "";
-
-  const pick = document.createElement("input");
-  pick.type = "checkbox";
-  pick.className = "pick";
-  pick.checked = view.selected.has(id);
-  pick.setAttribute("aria-label", "Select for a bulk decision");
-  row.append(pick);
-
-  const open = element("button", "open");
-  open.type = "button";
-  open.append(element("span", "subject", summary(task)));
-  row.append(open);
-
-  const meta = element("span", "meta");
-  const word = stateWord(state);
-  meta.append(element("span", `state state-${word.replace(/[^a-z-]/g, "")}`, word));
-  const received = element("time", "received", when(dig(task, "metadata", "receipt", "receivedAt")));
-  meta.append(received);
-  meta.append(element("span", "door", dig(task, "metadata", "door") ?? ""));
-  meta.append(element("span", "size", size(dig(task, "metadata", "size"))));
-  row.append(meta);
-  row.classList.toggle("selected", pick.checked);
-  return row;
+function rowFor(task) {
+  return rowOf(task, view.selected.has(String(task.id)));
 }
 
 function renderList() {
   const list = $("inbox");
-  list.replaceChildren(...view.tasks.map(rowOf));
+  list.replaceChildren(...view.tasks.map(rowFor));
   $("empty").hidden = view.tasks.length > 0;
   $("empty").textContent = Object.keys(filtersOnly(view.query)).length
     ? "No submissions match."
@@ -145,7 +137,7 @@ function replaceRow(task) {
   view.tasks[index] = task;
   const old = $("inbox").children[index];
   if (old) {
-    const fresh = rowOf(task);
+    const fresh = rowFor(task);
     old.replaceWith(fresh);
     markCurrent(false);
   }
@@ -293,25 +285,51 @@ async function selectMatching() {
   }
 }
 
+// The selected ids, split: those to decide (undecided, or not on the
+// list, as every one "select all matching" took is) and those already
+// decided, which a bulk decision leaves as they are.
+function selectedByState() {
+  const states = new Map(view.tasks.map((t) => [String(t.id), dig(t, "status", "state")]));
+  const undecided = [];
+  const decided = [];
+  for (const id of view.selected) {
+    const state = states.get(id);
+    (state === undefined || state === "TASK_STATE_SUBMITTED" ? undecided : decided).push(id);
+  }
+  return { undecided, decided };
+}
+
 function confirmBulk(decision) {
-  const count = view.selected.size;
-  if (!count) {
+  if (!view.selected.size) {
     return;
   }
+  const { undecided, decided } = selectedByState();
+  const verb = decision === "accept" ? "Accept" : "Reject";
   const dialog = $("confirm");
   dialog.dataset.decision = decision;
-  $("confirm-verb").textContent = decision === "accept" ? "Accept" : "Reject";
-  $("confirm-count").textContent = `${plural(count, "submission")}?`;
-  $("confirm-ok").textContent = `${decision === "accept" ? "Accept" : "Reject"} ${plural(count, "submission")}`;
+  $("confirm-verb").textContent = verb;
+  $("confirm-count").textContent = `${plural(undecided.length, "undecided submission")}?`;
+  const left = $("confirm-decided");
+  left.textContent = decided.length === 1
+    ? "1 already decided is left as it is."
+    : `${decided.length.toLocaleString("en")} already decided are left as they are.`;
+  left.hidden = decided.length === 0;
+  $("confirm-ok").textContent = `${verb} ${plural(undecided.length, "submission")}`;
   $("confirm-ok").className = decision;
+  $("confirm-ok").disabled = undecided.length === 0;
+  view.confirming = undecided;
   $("confirm-note").value = "";
   dialog.returnValue = "";
   dialog.showModal();
   $("confirm-cancel").focus();
 }
 
-async function decideMany(decision, note) {
-  const ids = [...view.selected];
+// Decide on `ids` (those the dialog counted): Beacon says which were
+// decided meanwhile.
+async function decideMany(decision, note, ids) {
+  if (!ids.length) {
+    return;
+  }
   say(`Deciding on ${plural(ids.length, "submission")}\u2026`);
   try {
     const answer = await post("/api/decide-many", note ? { ids, decision, note } : { ids, decision });
@@ -648,7 +666,7 @@ function arrived(task) {
     if (typeof view.total === "number") {
       view.total += 1;
     }
-    const row = rowOf(task);
+    const row = rowFor(task);
     row.classList.add("new");
     $("inbox").prepend(row);
     $("empty").hidden = true;
@@ -924,7 +942,7 @@ function start() {
   $("confirm").addEventListener("close", () => {
     const dialog = $("confirm");
     if (dialog.returnValue === "ok") {
-      decideMany(dialog.dataset.decision, $("confirm-note").value);
+      decideMany(dialog.dataset.decision, $("confirm-note").value, view.confirming);
     }
   });
 
@@ -947,6 +965,7 @@ function start() {
   });
 
   listen();
+  loadChoices().catch(failed);
   load(true).then(route);
 }
 
