@@ -757,6 +757,29 @@ async def test_cli_list_table(beacon: InProcessBeacon) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_cli_list_says_who_a_structured_one_claims_to_be(beacon: InProcessBeacon) -> None:
+    """A structured row's subject is followed by its from.name and operator, as a claim; a text row has none; --json is the page unchanged."""
+    text_id = await beacon.submit_text("plain words\nmore")
+    ada = await beacon.submit_structured(STRUCTURED)
+    crawler = await beacon.submit_structured(
+        {"from": {"name": "crawler-\x1b[31m7"}, "subject": "Broken link", "body": "404"}
+    )
+    result = await review("--socket", beacon.socket, "list", columns=200)
+    assert result.code == 0, result.err
+    header, *rows = result.out.splitlines()
+    assert header.split() == ["ID", "STATE", "RECEIVED", "DOOR", "KIND", "SUBJECT"]
+    lines = {line.split()[0]: line for line in rows}
+    assert lines[crawler[:12]].endswith("  Broken link \u2014 claims to be crawler-\\x1b[31m7")
+    assert lines[ada[:12]].endswith(
+        "  Dataset licence question \u2014 claims to be Ada \u00b7 Example Lab"
+    )
+    assert lines[text_id[:12]].endswith("  plain words")
+    page = json.loads((await review("--socket", beacon.socket, "list", "--json")).out)
+    assert [t["id"] for t in page["tasks"]] == [crawler, ada, text_id]
+    assert "claims" not in json.dumps(page)
+
+
+@pytest_twisted.ensureDeferred
 async def test_cli_list_limit_pages(beacon: InProcessBeacon) -> None:
     """--limit N pages through ListTasks until N tasks are shown and says how many exist."""
     ids = [await beacon.submit_text(f"message {n}") for n in range(5)]

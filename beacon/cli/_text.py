@@ -162,6 +162,35 @@ def summary(task: Any) -> str:
     return ""
 
 
+def sender(task: Any) -> str:
+    """
+    Who a structured submission says it is from (its C{from.name}, and
+    C{from.operator} if given), as C{claims to be Ada \u00b7 Example Lab}:
+    the sender's own words, since Beacon records no credential's name with
+    a submission; C{""} for any other submission.
+    """
+    if dig(task, "metadata", "purgedAt") is not None:
+        return ""
+    data = dig(_submitted_part(task), "data")
+    if not isinstance(data, dict):
+        return ""
+    words = [
+        inert(" ".join(value.split()))
+        for value in (dig(data, "from", "name"), dig(data, "from", "operator"))
+        if isinstance(value, str) and value.strip()
+    ]
+    return "claims to be " + " \u00b7 ".join(words) if words else ""
+
+
+def heading(task: Any) -> str:
+    """
+    A row's heading in C{review list}: L{summary} (the subject, or a text's
+    first line), then who a structured submission claims to be from.
+    """
+    claim = sender(task)
+    return f"{summary(task)} \u2014 {claim}" if claim else summary(task)
+
+
 def decision_note(status: Any) -> Any:
     """
     The note of the decision in a TaskStatus, or None when the decision has
@@ -192,7 +221,8 @@ def violations(error: RPCError) -> str:
 
 def list_table(tasks: list[Any], columns: int, id_width: int | None = None) -> list[str]:
     """
-    The lines of C{review list}'s table, fitted to C{columns}.
+    The lines of C{review list}'s table, fitted to C{columns}: the last
+    column (C{SUBJECT}) is each row's L{heading}.
 
     @param id_width: Show this many characters of each id (a unique
         prefix the other commands take), or whole ids (L{None}).
@@ -205,7 +235,7 @@ def list_table(tasks: list[Any], columns: int, id_width: int | None = None) -> l
             when(dig(t, "metadata", "receipt", "receivedAt")),
             truncate(inert(dig(t, "metadata", "door")), 12),
             truncate(inert(dig(t, "metadata", "kind")), 10),
-            summary(t),
+            heading(t),
         ]
         for t in tasks
     ]
