@@ -88,7 +88,7 @@ WAIT = 60.0
 COMMANDS = (
     "curl", "beacon", "twistd", "make", "printf", "kill", "export", "sudo", "docker",
     "podman", "useradd", "python3", "install", "systemctl", "journalctl", "sqlite3",
-    "bench/run", ".venv/bin/python",
+    "bench/run", ".venv/bin/python", "ssh",
 )
 _COMMAND = re.compile(r"(?:%s)(?=\s|$)" % "|".join(re.escape(c) for c in COMMANDS))
 #: What Beacon prints (an error line), which is never a command.
@@ -548,6 +548,19 @@ def test_synopses_and_inline_commands_name_known_options() -> None:
             _check_twistd_synopsis(text, f"README.rst: ``{text}``")
             checked += 1
     assert checked >= 10
+
+
+def test_door_lists_are_beacons() -> None:
+    """Wherever README lists the doors (``--door``, the metrics' ``door`` label), it lists beacon.protocol.DOORS, in order."""
+    from beacon.protocol import DOORS
+
+    text = " ".join(TEXT.split())
+    listed = r" \(((?:``[^`]+``,?\s*)+)\)"
+    lists = re.findall(r"``--door``" + listed, text)
+    lists += re.findall(r"``beacon_submissions_stored_total`` counter ``door``" + listed, text)
+    assert len(lists) == 2, lists
+    for found in lists:
+        assert re.findall(r"``([^`]+)``", found) == list(DOORS), found
 
 
 # Python: the names README gives exist.
