@@ -565,16 +565,14 @@ class PostgreSQLStore(ThreadedStore):
     def _purge_now(self, decided_before_ms: int, at_ms: int, dry_run: bool) -> int:
         """
         Purge in one transaction holding L{WRITE_LOCK} (one instance's
-        writes at a time, as for every batch), then C{VACUUM} the two
-        tables, so that the space of the old row versions, which still
-        hold the erased content, is marked free for reuse. PostgreSQL
-        overwrites that space only as it reuses it (and its write-ahead
-        log keeps the old content until it is recycled): only C{VACUUM
-        FULL}, which rewrites the tables and their indexes, makes sure no
-        byte of it is left in the table files.
+        writes at a time, as for every batch), then rewrite the two tables
+        (L{_rewrite}): the old row versions still hold the erased content,
+        in the tables, their TOAST relations and the full-text index (a
+        plain C{VACUUM} marks their space free without overwriting it, and
+        never takes a word out of a GIN index's keys).
 
         @raises StoreError: If the purge failed (then nothing was purged),
-            or the C{VACUUM} (then it was).
+            or the rewrite (then it was).
         """
         if dry_run:
             return self._on_writer(self._count_purgeable, decided_before_ms)
@@ -582,15 +580,58 @@ class PostgreSQLStore(ThreadedStore):
         if count:
             connection, _ = self._write_connection()
             try:
-                connection.execute("VACUUM submissions, events")
+                refused = self._rewrite(connection)
             except psycopg.Error as e:
                 if broken(connection):
                     self._discard(connection)
                 raise StoreError(
                     f"purged {count} submission(s) in {self.url}, but could not"
-                    f" vacuum: {describe(e)}"
+                    f" rewrite its tables (VACUUM FULL): {describe(e)}"
                 ) from e
+            if refused:
+                raise StoreError(
+                    f"purged {count} submission(s) in {self.url}, but its role"
+                    f" may not rewrite {', '.join(refused)} (VACUUM FULL): the"
+                    " erased content stays in the table files until their owner"
+                    " runs VACUUM FULL submissions, events"
+                )
         return count
+
+    @staticmethod
+    def _rewrite(connection: psycopg.Connection[Any]) -> list[str]:
+        """
+        C{VACUUM FULL submissions, events}: write each table, its TOAST
+        relation and its indexes anew, with the live row versions only, and
+        drop the old files (PostgreSQL truncates them when the rewrite
+        commits), so that no byte of a purged content or note is left in
+        the database's files. Each table is locked (C{ACCESS EXCLUSIVE}:
+        no read, no write) while it is rewritten; the wait for the lock is
+        bounded by the writer's C{lock_timeout}.
+
+        @return: The tables this connection's role may not vacuum (not
+            their owner's, nor the database owner's, nor, from PostgreSQL
+            17, granted C{MAINTAIN}; C{VACUUM} would skip them with a
+            warning only): none, or the rewrite was not attempted.
+        """
+        maintain = (
+            " OR has_table_privilege(c.oid, 'MAINTAIN')"
+            if connection.info.server_version >= 170000
+            else ""
+        )
+        refused = [
+            str(name)
+            for (name,) in connection.execute(
+                "SELECT c.relname FROM pg_class AS c"
+                " WHERE c.oid IN ('submissions'::regclass, 'events'::regclass)"
+                " AND NOT (pg_has_role(c.relowner, 'USAGE') OR pg_has_role(("
+                "SELECT datdba FROM pg_database WHERE datname = current_database()"
+                f"), 'USAGE'){maintain})"
+                " ORDER BY c.relname"
+            ).fetchall()
+        ]
+        if not refused:
+            connection.execute("VACUUM FULL submissions, events")
+        return refused
 
     def _write_connection(self) -> tuple[psycopg.Connection[Any], bool]:
         """
