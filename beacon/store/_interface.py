@@ -215,9 +215,10 @@ class ISubmissionStore(Interface):
         Erase the content of every decided, not yet purged submission whose
         decision was made strictly before C{decided_before_ms}: its content
         (C{b""}), the decision's note, and its searchable text, from the
-        database file too (SQLite: neither the file nor its WAL holds them
-        afterwards; PostgreSQL: the space of the old row versions is
-        vacuumed for reuse, and C{VACUUM FULL} rewrites it). The id,
+        database files too (SQLite: neither the file nor its WAL holds them
+        afterwards; PostgreSQL: C{VACUUM FULL} rewrites the tables, so no
+        file of the database's directory holds them, but the write-ahead
+        log does until its segments are recycled and overwritten). The id,
         context, times, door, source, kind, message id, sha256 and state
         stay, so status and receipts still answer. The one change to stored
         data Beacon makes; made by a person. Listeners hear nothing of it.
