@@ -34,27 +34,36 @@ import re
 import signal
 import sys
 import threading
+from collections import deque
+from threading import get_ident
 from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Any, Callable, Mapping, Protocol, TextIO
+from time import time
+from typing import Any, Callable, Mapping, Protocol, TextIO, cast
 
 from twisted.logger import (
     FileLogObserver,
     ILogObserver,
     LogEvent,
+    LogLevel,
+    Logger,
     formatEvent,
     formatEventAsClassicLogText,
     formatTime,
 )
 from twisted.python.components import Componentized
 from twisted.python.logfile import LogFile
-from twisted.python.threadable import isInIOThread
+from twisted.python import threadable
 from zope.interface import implementer
 
 
 #: The last second formatted, and its text (one tuple, read and replaced
 #: whole, so that a thread logging at the same time sees a consistent pair).
 _second: tuple[float, str] = (math.nan, "")
+
+#: How long L{TurnFlushedObserver} keeps the first line of a batch before
+#: it writes and flushes the batch: a crash loses at most this much of the
+#: log, and a busy reactor writes at most a thousand times a second.
+FLUSH_DELAY = 0.001
 
 
 def _timestamp(when: float) -> str:
@@ -66,10 +75,13 @@ def _timestamp(when: float) -> str:
     C{1.9999996} is in second 2.
     """
     global _second
+    cached = _second
+    # Well inside the second last formatted: no rounding can move it.
+    if cached[0] + 1e-6 <= when < cached[0] + 0.999999:
+        return cached[1]
     second = math.floor(when)
     if round((when - second) * 1e6) >= 1_000_000:
         second += 1
-    cached = _second
     if cached[0] == second:
         return cached[1]
     text = formatTime(second)
@@ -77,10 +89,18 @@ def _timestamp(when: float) -> str:
     return text
 
 
-@lru_cache(maxsize=256)
+#: The C{namespace#level} of events without C{log_system}, by namespace
+#: and level, made once for each (at most L{MAX_SYSTEMS}).
+_systems: dict[tuple[Any, Any], str] = {}
+MAX_SYSTEMS = 256
+
+
 def _system(namespace: Any, level: Any) -> str:
-    """The C{[namespace#level]} of an event without C{log_system}, made once for each."""
-    return f"{namespace}#{'-' if level is None else level.name}"
+    """The C{[namespace#level]} of an event without C{log_system}."""
+    system = f"{namespace}#{'-' if level is None else level.name}"
+    if len(_systems) < MAX_SYSTEMS:
+        _systems[namespace, level] = system
+    return system
 
 
 def format_classic_text(event: LogEvent) -> str | None:
@@ -99,8 +119,8 @@ def format_classic_text(event: LogEvent) -> str | None:
         or "log_failure" in event
         or "log_flattened" in event
         or type(when) is not float
-        or not math.isfinite(when)
-        or when < 0
+        # Not finite, or negative (a NaN fails both comparisons).
+        or not 0.0 <= when < math.inf
     ):
         return formatEventAsClassicLogText(event)
     try:
@@ -109,14 +129,49 @@ def format_classic_text(event: LogEvent) -> str | None:
             return None
         system = event.get("log_system")
         if system is None:
-            system = _system(event.get("log_namespace", "-"), event.get("log_level"))
+            namespace, level = event.get("log_namespace", "-"), event.get("log_level")
+            system = _systems.get((namespace, level)) or _system(namespace, level)
         else:
             system = str(system)
-        line = f"{_timestamp(when)} [{system}] {text}"
+        cached = _second
+        if cached[0] + 1e-6 <= when < cached[0] + 0.999999:
+            stamp = cached[1]  # _timestamp's first answer, without the call
+        else:
+            stamp = _timestamp(when)
+        line = f"{stamp} [{system}] {text}\n"
+        if "\n" in text or "\n" in system:
+            line = line[:-1].replace("\n", "\n\t") + "\n"
     except Exception:
         # Whatever failed, Twisted's formatter says it its own way.
         return formatEventAsClassicLogText(event)
-    return line.replace("\n", "\n\t") + "\n"
+    return line
+
+
+_INFO = LogLevel.info
+
+
+class InfoLogger(Logger):
+    """
+    A L{Logger} whose C{info} hands its observer the event L{Logger.emit}
+    makes (the same keys and values: the fields given, C{log_logger},
+    C{log_level}, C{log_namespace}, C{log_source}, C{log_format},
+    C{log_time}; C{log_trace} followed), built in the one dict of its
+    keyword arguments. C{emit} checks its level against every L{LogLevel}
+    (a sort of the levels, every event) and copies the arguments again;
+    C{info}'s level is always one. For the lines logged on every request
+    (C{intake.stored}).
+    """
+
+    def info(self, format: str | None = None, **kwargs: object) -> None:
+        kwargs["log_logger"] = self
+        kwargs["log_level"] = _INFO
+        kwargs["log_namespace"] = self.namespace
+        kwargs["log_source"] = self.source
+        kwargs["log_format"] = format
+        kwargs["log_time"] = time()
+        if "log_trace" in kwargs:
+            cast(list[tuple[Logger, ILogObserver]], kwargs["log_trace"]).append((self, self.observer))
+        self.observer(kwargs)
 
 
 class TurnReactor(Protocol):
@@ -150,69 +205,78 @@ def text_file_observer(out_file: TextIO, reactor: TurnReactor | None = None) -> 
 @implementer(ILogObserver)
 class TurnFlushedObserver:
     """
-    Writes L{format_classic_text} lines to a file once per turn of the
-    reactor, not once per line.
+    Writes L{format_classic_text} lines to a file at most once a
+    millisecond (L{FLUSH_DELAY}), not once per line.
 
     A stored submission logs a line (C{intake.stored}); written one by one,
     each costs Beacon a C{write} system call on the request path (whatever
     the file's own buffering: C{PYTHONUNBUFFERED} makes standard output
     write every line through). Here a line logged on the reactor's thread
-    while it runs is kept, and one call at the end of the turn
-    (C{callLater(0)}) writes and flushes every line of that turn at once. A
-    line logged anywhere else (another thread, or before the reactor runs
-    or after it stopped) is written and flushed at once, after the lines
-    kept before it, as L{FileLogObserver} would; whatever is kept is
-    written after the reactor's shutdown.
+    while it runs is kept, and one call L{FLUSH_DELAY} after the first of
+    them (C{callLater}) writes and flushes every line kept by then at once:
+    the lines of that turn and of the turns in that millisecond. A line
+    logged anywhere else (another thread, or before the reactor runs or
+    after it stopped) is written and flushed at once, after the lines kept
+    before it, as L{FileLogObserver} would; whatever is kept is written
+    after the reactor's shutdown.
 
-    What a crash can cost: a process killed outright loses the lines of the
-    turn it was in (those of its last millisecond or so), never a line of
-    an earlier turn.
+    What a crash can cost: a process killed outright loses the lines of its
+    last millisecond or so, never an older line.
 
     A signal handler may log while the reactor's thread is writing lines
-    (twistd's SIGTERM handler does, from wherever the thread was): the lock
-    is re-entrant and the lines being written are taken out of the list
-    first, so the handler's line is kept for the next turn, not waited for
-    (a plain lock hung the process) nor lost.
+    (twistd's SIGTERM handler does, from wherever the thread was): the
+    reactor's thread keeps a line without taking the lock, a write takes
+    out only the lines it finds, and the lock (for the other threads) is
+    re-entrant, so the handler's line is written by this write or the
+    next, not waited for (a plain lock hung the process) nor lost.
     """
 
     def __init__(self, out_file: TextIO, reactor: TurnReactor) -> None:
         self._out = out_file
         self._reactor = reactor
-        self._kept: list[str] = []
+        # A deque: the reactor's thread appends without the lock (a
+        # deque's append is atomic), and a write takes out only what it
+        # finds, so nothing appended meanwhile is lost.
+        self._kept: deque[str] = deque()
         self._lock = threading.RLock()
         self._trigger = False
+        self._scheduled = False
 
     def __call__(self, event: LogEvent) -> None:
         text = format_classic_text(event)
         if not text:
             return
         reactor = self._reactor
-        if reactor.running and isInIOThread():
-            with self._lock:
-                self._kept.append(text)
-                if len(self._kept) > 1:
-                    return
+        self._kept.append(text)
+        # isInIOThread(), with the C function for the thread's id.
+        if reactor.running and threadable.ioThread == get_ident():
+            if self._scheduled:
+                return
+            self._scheduled = True
             if not self._trigger:
                 self._trigger = True
                 reactor.addSystemEventTrigger("after", "shutdown", self.flush)
-            reactor.callLater(0, self.flush)
+            reactor.callLater(FLUSH_DELAY, self.flush)
         else:
             with self._lock:
-                self._kept.append(text)
                 self._write()
 
     def flush(self) -> None:
         """Write and flush every line kept so far."""
+        # Cleared first: a line logged from here on (by a signal handler,
+        # during the write) asks for a flush of its own, if this one does
+        # not take it.
+        self._scheduled = False
         with self._lock:
             self._write()
 
     def _write(self) -> None:
         kept = self._kept
-        if kept:
-            # Taken out first: a line logged during the write (by a signal
-            # handler) goes to the next one.
-            self._kept = []
-            self._out.write("".join(kept))
+        lines = []
+        while kept:
+            lines.append(kept.popleft())
+        if lines:
+            self._out.write("".join(lines))
         self._out.flush()
 
 
@@ -394,6 +458,8 @@ def json() -> ILogObserver:
 
 
 __all__ = [
+    "FLUSH_DELAY",
+    "InfoLogger",
     "event_name",
     "format_classic_text",
     "format_json",

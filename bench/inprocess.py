@@ -6,8 +6,9 @@ machine's noise the way req/s does.
 
 Beacon's site (BeaconSite, the A2A resources, the public policy) runs over
 the in-memory store (beacon.testing.MemoryStore) on a Clock, logging as
-`twistd beacon` does (beacon.logs' turn-flushed observer, to /dev/null: a
-request's lines written at the end of its turn of the clock). Requests go through one
+`twistd beacon` does (beacon.logs' turn-flushed observer, to /dev/null: the
+lines kept and written once a millisecond of the clock, a batch of three
+requests at its pace). Requests go through one
 channel on a StringTransport, one after another.
 
     .venv/bin/python bench/inprocess.py send           # CPU microseconds per request
@@ -120,8 +121,9 @@ def rest_post(body: bytes) -> bytes:
 class TurnClock(Clock):
     """
     A Clock that is a running reactor to L{beacon.logs.TurnFlushedObserver}:
-    the log lines of a request are kept and written at the end of its turn
-    (C{advance(STEP)} after each request), as C{twistd beacon} writes them.
+    the log lines are kept and written once a millisecond of the clock
+    (L{beacon.logs.FLUSH_DELAY}; C{advance(STEP)} after each request), as
+    C{twistd beacon} writes them.
     Time moves on by C{STEP} a request, as a clock does under load: what is
     made once a millisecond or a second (ids, the Date header) costs what it
     costs in a server.

@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
-from twisted.logger import formatEvent
+from twisted.logger import LogLevel, Logger, formatEvent
 from twisted.python.failure import Failure
 from zope.interface.verify import verifyObject
 
+from beacon.logs import InfoLogger
 from beacon.intake import (
     AUTONOMOUS_AGENT_PATH,
     CardText,
@@ -254,6 +255,44 @@ def test_stored_log_names_the_receipt_never_content(
     line = formatEvent(event)
     assert task["id"] in line
     assert SECRET not in line
+
+
+def test_stored_event_is_the_one_logger_emit_makes(beacon: Beacon, logged_events: Any) -> None:
+    """
+    intake.stored reaches a log observer as Twisted's Logger.emit makes an
+    info event: its four fields, and log_logger, log_level (info),
+    log_namespace, log_source, log_format and log_time, nothing else, with
+    the same values Logger.info gives for the same call.
+    """
+    task = beacon.submit()
+    (event,) = logged_events.named("intake.stored")
+    assert set(event) == {
+        "receipt", "size", "kind", "door",
+        "log_logger", "log_level", "log_namespace", "log_source", "log_format", "log_time",
+    }
+    assert event["log_level"] is LogLevel.info
+    assert event["receipt"] == task["id"]
+    assert event["log_format"] == "intake.stored: receipt {receipt} ({size} bytes, {kind}) via {door}"
+    made: list[dict[str, Any]] = []
+    plain = Logger(namespace=event["log_namespace"], observer=made.append)
+    fields = {name: event[name] for name in ("receipt", "size", "kind", "door")}
+    plain.info(event["log_format"], **fields)
+    (twisted,) = made
+    assert {k: v for k, v in twisted.items() if k not in ("log_logger", "log_time")} == {
+        k: v for k, v in event.items() if k not in ("log_logger", "log_time")
+    }
+    assert type(event["log_time"]) is float and isinstance(event["log_logger"], Logger)
+
+
+def test_info_logger_follows_a_log_trace() -> None:
+    """InfoLogger.info records itself in an event's log_trace, as Logger.emit does."""
+    made: list[dict[str, Any]] = []
+    for logger_class in (Logger, InfoLogger):
+        logger = logger_class(namespace="beacon.test", observer=made.append)
+        trace: list[Any] = []
+        logger.info("traced", log_trace=trace)
+        assert trace == [(logger, made.append)]
+    assert [set(e) for e in made][0] == set(made[1])
 
 
 def test_send_message_notification_stores(beacon: Beacon) -> None:

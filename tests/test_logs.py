@@ -29,6 +29,7 @@ from twisted.scripts.twistd import ServerOptions
 
 from beacon import tap
 from beacon.logs import (
+    FLUSH_DELAY,
     TurnFlushedObserver,
     format_classic_text,
     text_file_observer,
@@ -329,18 +330,25 @@ class _TurnReactor(Clock):
         f(*args, **kwargs)
 
 
-def test_a_turns_lines_are_flushed_together_at_its_end() -> None:
-    """On the running reactor's thread, the lines of one turn go out in one flush, at the turn's end (callLater(0))."""
+def test_the_lines_of_a_millisecond_are_flushed_together() -> None:
+    """On the running reactor's thread, the lines logged within FLUSH_DELAY of the first go out in one flush, FLUSH_DELAY after it; the next line starts the next batch."""
     out, reactor = _Flushes(), _TurnReactor()
     observer = text_file_observer(out, reactor)
-    events = events_of(lambda log: [log.info("line {n}", n=n) for n in range(3)])
+    events = events_of(lambda log: [log.info("line {n}", n=n) for n in range(4)])
     with _in_io_thread(True):
-        for event in events:
-            observer(event)
-    assert out.flushed == []
-    assert len(reactor.getDelayedCalls()) == 1
-    reactor.advance(0)
-    assert out.flushed == ["".join(format_classic_text(e) or "" for e in events)]
+        observer(events[0])
+        reactor.advance(FLUSH_DELAY / 2)
+        observer(events[1])
+        observer(events[2])
+        assert out.flushed == []
+        assert len(reactor.getDelayedCalls()) == 1
+        reactor.advance(FLUSH_DELAY / 2)
+        assert out.flushed == ["".join(format_classic_text(e) or "" for e in events[:3])]
+        assert reactor.getDelayedCalls() == []
+        observer(events[3])
+        reactor.advance(FLUSH_DELAY)
+    # (Each entry is what the file held at that flush.)
+    assert out.flushed[1:] == ["".join(format_classic_text(e) or "" for e in events)]
     assert reactor.getDelayedCalls() == []
 
 
@@ -398,7 +406,7 @@ def test_a_signal_handler_that_logs_while_lines_are_written_is_heard() -> None:
     """
     twistd's SIGTERM handler logs ("Received SIGTERM") from whatever the
     reactor's thread was doing, which may be writing the turn's lines: the
-    handler's line is written in the next turn, and neither line is lost.
+    handler's line is written by the next flush, and neither line is lost.
     (The observer's lock was not re-entrant: a busy twistd hung on SIGTERM,
     waiting for itself.) A watchdog alarm turns that hang into a failure.
     """
@@ -420,11 +428,10 @@ def test_a_signal_handler_that_logs_while_lines_are_written_is_heard() -> None:
     try:
         with _in_io_thread(True):
             observer(request)
-            # The turn's end: its line written, the signal handled meanwhile,
-            # and the handler's line at the end of the next turn (which a
-            # Clock runs in the same advance).
-            reactor.advance(0)
-            reactor.advance(0)
+            # The batch's flush: its line written, the signal handled
+            # meanwhile, and the handler's line in the next batch.
+            reactor.advance(FLUSH_DELAY)
+            reactor.advance(FLUSH_DELAY)
     except _Deadlocked:
         pytest.fail("the observer waited for its own lock in the signal handler")
     finally:

@@ -20,10 +20,11 @@ from typing import Any, Callable, TypeVar
 from jsonschema import Draft202012Validator
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IReactorTime
-from twisted.logger import Logger
+
 from zope.interface import implementer
 
 from beacon.intake._submission import Content, map_message, new_id, parse_native
+from beacon.logs import InfoLogger
 from beacon.intake._never import NoPushNoExtendedCard
 from beacon.protocol import (
     CallContext,
@@ -93,7 +94,7 @@ def _not_continued(record: TaskStatusRecord | None) -> Any:
 
 #: The policy's logger: one, where a class attribute would make a Logger per
 #: event (the namespace is the class's all the same).
-_log = Logger(namespace=f"{__name__}.PublicPolicy")
+_log = InfoLogger(namespace=f"{__name__}.PublicPolicy")
 
 
 _T = TypeVar("_T")
