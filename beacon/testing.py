@@ -99,6 +99,7 @@ class MemoryStore:
         limit: int,
         after: tuple[int, int] | None = None,
         with_total: bool = True,
+        total_cap: int | None = None,
     ) -> Deferred[TaskPage]:
         """
         One page of the tasks C{query} matches, newest first by its sort,
@@ -154,11 +155,14 @@ class MemoryStore:
         ]
         page = following[:limit]
         next_after = page[-1][0] if len(following) > limit else None
+        total = len(matching) if with_total else None
+        capped = total is not None and total_cap is not None and total > total_cap
         return succeed(
             TaskPage(
                 tasks=[task for _, task in page],
-                total=len(matching) if with_total else None,
+                total=total_cap if capped else total,
                 next_after=next_after,
+                total_capped=capped,
             )
         )
 

@@ -631,6 +631,68 @@ async def test_list_without_total(store: Store) -> None:
         )
 
 
+@pytest_twisted.ensureDeferred
+async def test_list_total_capped(store: Store) -> None:
+    """
+    With a total_cap, a total above it is the cap, marked capped; at or
+    below it, the count, not marked; the page is the same either way.
+    """
+    for n in range(5):
+        await store.append(submission(n))
+    await store.decide(submission(1).id, STATE_REJECTED, DECIDED_AT, None)
+    for sort in (SORT_UPDATED, SORT_RECEIVED):
+        whole = await store.list_tasks(TaskQuery(sort=sort), limit=2)
+        capped = await store.list_tasks(TaskQuery(sort=sort), limit=2, total_cap=4)
+        assert (capped.total, capped.total_capped) == (4, True)
+        assert (capped.tasks, capped.next_after) == (whole.tasks, whole.next_after)
+        exact = await store.list_tasks(TaskQuery(sort=sort), limit=2, total_cap=5)
+        assert (exact.total, exact.total_capped) == (5, False)
+        status = TaskQuery(sort=sort, status=STATE_SUBMITTED)
+        under = await store.list_tasks(status, limit=2, total_cap=3)
+        assert (under.total, under.total_capped) == (3, True)
+        assert (await store.list_tasks(status, limit=2, total_cap=4)).total_capped is False
+        searched = TaskQuery(sort=sort, search="nothing-has-this")
+        assert (await store.list_tasks(searched, limit=2, total_cap=0)).total == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_decisions_in_one_batch(store: Store) -> None:
+    """
+    Decisions queued together (one batch: a set-based insert on
+    PostgreSQL) each answer as when made alone: decided, unknown (None),
+    already decided, also by an earlier decision of the same batch.
+    """
+    for n in range(4):
+        await store.append(submission(n))
+    a, b, c, d = (submission(n).id for n in range(4))
+    await store.decide(d, STATE_COMPLETED, DECIDED_AT, "earlier")
+    outcomes = await gatherResults(
+        [
+            store.decide(task_id, STATE_REJECTED, DECIDED_AT + 1, note).addCallbacks(
+                lambda task: task and (task.submission.id, task.state, task.note),
+                lambda failure: failure.trap(AlreadyDecided).__name__,
+            )
+            for task_id, note in (
+                (a, None), (b, "bee"), ("receipt-9999", None), (b, "again"),
+                (c, None), (d, None), (a, "again"),
+            )
+        ]
+    )
+    assert outcomes == [
+        (a, STATE_REJECTED, None),
+        (b, STATE_REJECTED, "bee"),
+        None,
+        "AlreadyDecided",
+        (c, STATE_REJECTED, None),
+        "AlreadyDecided",
+        "AlreadyDecided",
+    ]
+    d_task = await store.get(d)
+    assert d_task is not None and (d_task.state, d_task.note) == (STATE_COMPLETED, "earlier")
+    page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
+    assert [t.submission.id for t in page.tasks] == [c, b, a, d]
+
+
 # Notification cursors.
 
 

@@ -784,6 +784,12 @@ async def test_upgrade_from_version_1(
         ).fetchall() == ALL_VERSIONS
         with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
             connection.execute("UPDATE submissions SET content = '' WHERE id = %s", (a[1],))
+        # Migration 4: the status order's index, over the old decision too.
+        assert connection.execute(
+            "SELECT indexdef LIKE '%%(at_ms)' FROM pg_indexes WHERE indexname = 'events_by_time'"
+        ).fetchall() == [(True,)]
+    updated = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
+    assert [t.submission.id for t in updated.tasks][0] == a[0]
 
 
 def test_queries_can_use_the_indexes(
@@ -823,6 +829,19 @@ def test_queries_can_use_the_indexes(
             PageRequest(TaskQuery(sort=SORT_UPDATED, search="word"), limit=50, search="word"), count
         )
         assert "submissions_search" in search, search
+    # The status order merges two index walks, the undecided down the
+    # received index and the decisions down events_by_time (an
+    # incremental sort of a decision time's ties only); a status keeps
+    # the one it needs. Nothing sorts the whole table.
+    for status in (None, STATE_SUBMITTED, STATE_REJECTED):
+        for after in (None, (T0, 5)):
+            updated = plan(PageRequest(TaskQuery(sort=SORT_UPDATED, status=status), limit=50, after=after))
+            assert ("submissions_by_received" in updated) == (status != STATE_REJECTED), updated
+            assert ("events_by_time" in updated) == (status != STATE_SUBMITTED), updated
+            assert "Seq Scan" not in updated, updated
+    for status in (STATE_SUBMITTED, STATE_REJECTED):
+        received = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED, status=status), limit=50))
+        assert "Index Scan Backward using submissions_by_received" in received, received
 
 
 def test_search_never_runs_in_parallel_workers(

@@ -506,6 +506,31 @@ async def test_upgrade_from_version_1(db: Path) -> None:
         connection.close()
 
 
+@pytest_twisted.ensureDeferred
+async def test_upgrade_from_version_3(db: Path) -> None:
+    """
+    A version 3 database with data gains the status order's index
+    (migration 4) and keeps its rows, listed in the status order.
+    """
+    appended = [submission(n, received_at_ms=T0 + n) for n in range(3)]
+    old_database(db, appended, 3)
+    store = open_store(db)
+    try:
+        page = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
+        assert [t.submission for t in page.tasks] == [appended[0], appended[2], appended[1]]
+        assert (page.tasks[0].state, page.tasks[0].note) == (STATE_REJECTED, "old note")
+    finally:
+        await store.stopService()
+    connection = raw(db)
+    try:
+        assert connection.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'events_by_time'"
+        ).fetchone() == ("CREATE INDEX events_by_time ON events (at_ms)",)
+        assert connection.execute("SELECT MAX(version) FROM beacon_schema").fetchone() == (4,)
+    finally:
+        connection.close()
+
+
 def query_plan(db: Path, query: str, params: list[object]) -> str:
     """
     SQLite's EXPLAIN QUERY PLAN of C{query}, one step a line.
@@ -556,6 +581,30 @@ async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) 
     assert "VIRTUAL TABLE INDEX" in plan and "TEMP B-TREE" not in plan, plan
     plan = query_plan(db, *DIALECT.count_query(search))
     assert "INTEGER PRIMARY KEY" in plan and "VIRTUAL TABLE INDEX" in plan, plan
+    # The status order merges two walks, each stopping at a page's end:
+    # the undecided down the received index, the decisions down
+    # events_by_time (sorting only ties of a decision time); a status
+    # keeps the one walk it needs. Nothing sorts the whole table.
+    for status in (None, STATE_SUBMITTED, STATE_REJECTED):
+        for after in (None, (T0, 5)):
+            request = PageRequest(TaskQuery(sort=SORT_UPDATED, status=status), limit=50, after=after)
+            plan = query_plan(db, *DIALECT.page_query(request))
+            walks = [line for line in plan.splitlines() if line.startswith(("SCAN", "SEARCH"))]
+            assert all(
+                "USING" in line or line in ("SCAN undecided", "SCAN decided", "SCAN page")
+                for line in walks
+            ), plan
+            assert ("submissions_by_received" in plan) == (status != STATE_REJECTED), plan
+            assert ("events_by_time" in plan) == (status != STATE_SUBMITTED), plan
+    # The received order under a status walks its index as well.
+    for status in (STATE_SUBMITTED, STATE_REJECTED):
+        plan = query_plan(db, *DIALECT.page_query(
+            PageRequest(TaskQuery(sort=SORT_RECEIVED, status=status), limit=50)))
+        assert "SCAN s USING INDEX submissions_by_received" in plan and "TEMP B-TREE" not in plan, plan
+    # A capped count stops at the cap.
+    capped = PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50, total_cap=10)
+    query, params = DIALECT.count_query(capped)
+    assert "LIMIT ?" in query and params[-1] == 11
 
 
 # SQLite: start-up.

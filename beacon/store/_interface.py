@@ -113,11 +113,15 @@ class TaskPage:
     @ivar next_after: The keyset cursor C{(key, seq)} of the last task on
         this page when more follow, else None; C{key} is the sort's
         timestamp (C{updated_at_ms} or C{received_at_ms}).
+    @ivar total_capped: Whether more than C{total} tasks match: the caller
+        capped the count (C{total_cap}) and it reached the cap, so C{total}
+        is the cap, not the count.
     """
 
     tasks: list[StoredTask]
     total: int | None
     next_after: tuple[int, int] | None
+    total_capped: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,7 @@ class ISubmissionStore(Interface):
         limit: int,
         after: tuple[int, int] | None = None,
         with_total: bool = True,
+        total_cap: int | None = None,
     ) -> Deferred[TaskPage]:
         """
         List the submissions C{query} matches (its filters combine with
@@ -205,6 +210,9 @@ class ISubmissionStore(Interface):
         @param with_total: Whether to count the matching tasks
             (C{TaskPage.total}); a caller paging through everything asks
             once.
+        @param total_cap: Count at most this many and one more: when more
+            match, C{TaskPage.total} is C{total_cap} and
+            C{TaskPage.total_capped} is true (L{None}: count every one).
         @raises ValueError: (as a failed Deferred) for a C{limit} below 1.
         """
 

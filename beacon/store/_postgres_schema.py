@@ -269,6 +269,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
     # statement itself, and stays so. The migration is recorded all the
     # same, so that a schema version means the same on both backends.
     (),
+    # 4: the status order's index, as SQLite's migration 4 (see there).
+    ("CREATE INDEX events_by_time ON events (at_ms)",),
 ]
 
 #: The schema version this code creates and understands.

@@ -54,6 +54,8 @@ class PageRequest:
     @ivar search: The query's search as the backend's dialect takes it
         (see L{Dialect.search_parameter}), or L{None}; the SQL reads this,
         not C{query.search}.
+    @ivar total_cap: Count the total only up to this many tasks, one more
+        meaning "more than this" (L{None}: count them all).
     """
 
     query: TaskQuery
@@ -61,6 +63,7 @@ class PageRequest:
     after: tuple[int, int] | None = None
     with_total: bool = True
     search: str | None = None
+    total_cap: int | None = None
 
     @property
     def sort(self) -> str:
@@ -256,9 +259,18 @@ class Dialect:
         )
         join = "LEFT JOIN events AS e ON e.submission_id = s.id" if decided else ""
         where = " AND ".join(conditions + decided) or self.true
+        if request.total_cap is None:
+            return (
+                f"SELECT COUNT(*) FROM submissions AS s {join} WHERE {where}",
+                params + decided_params,
+            )
+        # Counted up to one more than the cap: that many says "more".
         return (
-            f"SELECT COUNT(*) FROM submissions AS s {join} WHERE {where}",
-            params + decided_params,
+            f"""SELECT COUNT(*) FROM (
+                SELECT 1 FROM submissions AS s {join} WHERE {where}
+                LIMIT {self.mark}
+            ) AS counted""",
+            [*params, *decided_params, request.total_cap + 1],
         )
 
     def page_query(self, request: PageRequest) -> tuple[str, list[object]]:
@@ -303,35 +315,71 @@ class Dialect:
 
     def _updated_page(self, request: PageRequest) -> tuple[str, list[object]]:
         """
-        A page in the status order: every kept task's sort and filter keys
-        first (without its content), then whole rows for the page only.
+        A page in the status order, merged from two walks that each stop
+        at a page's end: the undecided submissions down the received
+        order's index (their status time is their receipt), and the
+        decisions down C{events_by_time} (migration 4), each tie of
+        decision times ordered by C{seq} (the keyset's tiebreak) among
+        itself only. Whole rows are read for the merged page only.
         """
+        query = request.query
         mark = self.mark
-        conditions, params = self._submission_filters(request)
-        inner = " AND ".join(conditions) or self.true
-        outer, outer_params = self._decision_filters(
-            request, "state", "updated_at_ms"
-        )
-        if request.after is not None:
-            condition, after_params = self.after_cursor(
-                "updated_at_ms", "seq", request.after
+        size = request.limit + 1
+        parts: list[str] = []
+        params: list[object] = []
+        if query.status in (None, STATE_SUBMITTED):
+            conditions, part_params = self._submission_filters(request, walk=True)
+            conditions.append(
+                "NOT EXISTS (SELECT 1 FROM events AS e WHERE e.submission_id = s.id)"
             )
-            outer.append(condition)
-            outer_params += after_params
-        keys = f"""(
-                    SELECT
-                        s.seq AS seq,
-                        {STATE} AS state,
-                        {UPDATED_AT_MS} AS updated_at_ms
+            if query.status_timestamp_after is not None:
+                conditions.append(f"s.received_at_ms >= {mark}")
+                part_params.append(query.status_timestamp_after)
+            if request.after is not None:
+                condition, after_params = self.after_cursor(
+                    "s.received_at_ms", "s.seq", request.after, key_bound=True
+                )
+                conditions.append(condition)
+                part_params += after_params
+            parts.append(f"""
+                SELECT seq, updated_at_ms FROM (
+                    SELECT s.seq AS seq, s.received_at_ms AS updated_at_ms
                     FROM submissions AS s
-                    LEFT JOIN events AS e ON e.submission_id = s.id
-                    WHERE {inner}
-                ){self.subquery_alias}"""
+                    WHERE {" AND ".join(conditions)}
+                    ORDER BY s.received_at_ms DESC, s.seq DESC
+                    LIMIT {mark}
+                ) AS undecided""")
+            params += [*part_params, size]
+        if query.status != STATE_SUBMITTED:
+            conditions, part_params = self._submission_filters(request, walk=True)
+            if query.status is not None:
+                conditions.append(f"e.state = {mark}")
+                part_params.append(query.status)
+            if query.status_timestamp_after is not None:
+                conditions.append(f"e.at_ms >= {mark}")
+                part_params.append(query.status_timestamp_after)
+            if request.after is not None:
+                condition, after_params = self.after_cursor(
+                    "e.at_ms", "s.seq", request.after, key_bound=True
+                )
+                conditions.append(condition)
+                part_params += after_params
+            parts.append(f"""
+                SELECT seq, updated_at_ms FROM (
+                    SELECT s.seq AS seq, e.at_ms AS updated_at_ms
+                    FROM events AS e
+                    JOIN submissions AS s ON s.id = e.submission_id
+                    WHERE {" AND ".join(conditions) or self.true}
+                    ORDER BY e.at_ms DESC, s.seq DESC
+                    LIMIT {mark}
+                ) AS decided""")
+            params += [*part_params, size]
         return (
             f"""
                 WITH page AS (
-                    SELECT seq, updated_at_ms FROM {keys}
-                    WHERE {" AND ".join(outer) or self.true}
+                    SELECT seq, updated_at_ms FROM (
+                        {" UNION ALL ".join(parts)}
+                    ) AS merged
                     ORDER BY updated_at_ms DESC, seq DESC
                     LIMIT {mark}
                 )
@@ -341,7 +389,7 @@ class Dialect:
                 {TASK_JOINS}
                 ORDER BY page.updated_at_ms DESC, page.seq DESC
             """,
-            [*params, *outer_params, request.limit + 1],
+            [*params, size],
         )
 
     # Notification cursors (see L{ThreadedStore
@@ -550,8 +598,16 @@ def page_of(rows: list[Any], request: PageRequest, total: int | None) -> TaskPag
     """
     The L{TaskPage} of up to C{limit + 1} rows of L{TASK_COLUMNS} (one more
     than asked for tells whether another page follows), in C{request}'s
-    order.
+    order, and its C{total} as counted: above C{request.total_cap}, the
+    cap, marked capped.
     """
+    capped = (
+        total is not None
+        and request.total_cap is not None
+        and total > request.total_cap
+    )
+    if capped:
+        total = request.total_cap
     tasks = [task_of(row) for row in rows[: request.limit]]
     next_after = None
     if len(rows) > request.limit:
@@ -560,4 +616,6 @@ def page_of(rows: list[Any], request: PageRequest, total: int | None) -> TaskPag
             next_after = (last.submission.received_at_ms, last.seq)
         else:
             next_after = (last.updated_at_ms, last.seq)
-    return TaskPage(tasks=tasks, total=total, next_after=next_after)
+    return TaskPage(
+        tasks=tasks, total=total, next_after=next_after, total_capped=capped
+    )

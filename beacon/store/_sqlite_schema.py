@@ -309,6 +309,12 @@ MIGRATIONS: list[tuple[str, ...]] = [
         END
         """,
     ),
+    # 4: the status order's index. A page in the status order (sort
+    # "updated") walks the undecided submissions down
+    # submissions_by_received and the decisions down this index, and
+    # merges the two (see beacon.store._sql.Dialect._updated_page), so
+    # that its first page reads about a page's rows, not every task.
+    ("CREATE INDEX events_by_time ON events (at_ms)",),
 ]
 
 #: The schema version this code creates and understands.

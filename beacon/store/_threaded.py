@@ -481,6 +481,7 @@ class ThreadedStore(Service):
         limit: int,
         after: tuple[int, int] | None = None,
         with_total: bool = True,
+        total_cap: int | None = None,
     ) -> Deferred[TaskPage]:
         """
         Read one page of the tasks C{query} matches on a reader thread,
@@ -507,7 +508,12 @@ class ThreadedStore(Service):
         if self._unreadable(query.status, query.context_id, query.door):
             return succeed(nothing)
         request = PageRequest(
-            query, limit=limit, after=after, with_total=with_total, search=searched
+            query,
+            limit=limit,
+            after=after,
+            with_total=with_total,
+            search=searched,
+            total_cap=total_cap,
         )
         if searched is not None:
             return self._read_prepared(self._select_page, request)
