@@ -792,6 +792,20 @@ async def test_cli_list_limit_pages(beacon: InProcessBeacon) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_cli_list_capped_total(beacon: InProcessBeacon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the server's total cap, list says "of more than N" (--json: totalMoreThan)."""
+    import beacon.intake._operator as operator
+
+    monkeypatch.setattr(operator, "TOTAL_CAP", 3)
+    for n in range(5):
+        await beacon.submit_text(f"message {n}")
+    result = await review("list", "--limit", "2", "--socket", beacon.socket)
+    assert result.out.splitlines()[3].startswith("(2 of more than 3 shown; --limit N shows more")
+    answer = json.loads((await review("list", "--limit", "2", "--json", "--socket", beacon.socket)).out)
+    assert answer["totalMoreThan"] == 3 and "totalSize" not in answer
+
+
+@pytest_twisted.ensureDeferred
 async def test_cli_show_is_inert(beacon: InProcessBeacon) -> None:
     """show prints every field and the body, with terminal escapes made visible."""
     message = dict(

@@ -208,3 +208,29 @@ def test_close_streams_ends_every_open_stream(inbox: Inbox) -> None:
     policy.close_streams()
     assert all(sink.ended and sink.error is None for sink in sinks)
     assert listener_count(inbox.store) == 0
+
+
+def test_review_list_caps_its_total(inbox: Inbox) -> None:
+    """
+    beacon.review.List counts a total up to its cap: above it the answer
+    says totalMoreThan (the cap) instead of totalSize; at the cap, totalSize.
+    """
+    policy = OperatorPolicy(inbox.store, inbox.clock, total_cap=3)
+    operator = Dispatcher(policy, EXTENSION_METHODS)
+    submitted = [inbox.submit(t) for t in ("a", "b", "c")]
+
+    def review_list(**params: Any) -> Any:
+        response = inbox.call(operator, "beacon.review.List", {"pageSize": 2, **params})
+        assert "error" not in response, response
+        return response["result"]
+
+    at_cap = review_list()
+    assert at_cap["totalSize"] == 3 and "totalMoreThan" not in at_cap
+    inbox.submit("d")
+    over = review_list()
+    assert over["totalMoreThan"] == 3 and "totalSize" not in over
+    assert [t["id"] for t in over["tasks"]] == [inbox.op("beacon.review.List", {"pageSize": 1})["tasks"][0]["id"], submitted[2]]
+    assert review_list(status="TASK_STATE_SUBMITTED", sort="updated")["totalMoreThan"] == 3
+    uncounted = review_list(includeTotal=False)
+    assert "totalSize" not in uncounted and "totalMoreThan" not in uncounted
+    assert inbox.op("beacon.review.List")["totalSize"] == 4

@@ -168,16 +168,18 @@ async def _list(client: OperatorClient, args: argparse.Namespace, io: _Session, 
     tasks: list[Any] = []
     token = args.page_token or ""
     total: Any = None
+    more_than: Any = None
     while len(tasks) < args.limit:
         page = await client.review_list(
             query,
             page_size=min(MAX_PAGE, args.limit - len(tasks)),
             page_token=token or None,
-            include_total=total is None,
+            include_total=total is None and more_than is None,
         )
         tasks.extend(page["tasks"][: args.limit - len(tasks)])
-        if total is None:
+        if total is None and more_than is None:
             total = page.get("totalSize")
+            more_than = page.get("totalMoreThan")
         token = page.get("nextPageToken") or ""
         if not token or not page["tasks"]:
             break
@@ -185,6 +187,8 @@ async def _list(client: OperatorClient, args: argparse.Namespace, io: _Session, 
         answer: dict[str, Any] = {"tasks": tasks, "nextPageToken": token}
         if total is not None:
             answer["totalSize"] = total
+        if more_than is not None:
+            answer["totalMoreThan"] = more_than
         io.line(json_text(answer))
         return 0
     if not tasks:
@@ -198,7 +202,12 @@ async def _list(client: OperatorClient, args: argparse.Namespace, io: _Session, 
     for line in list_table(tasks, columns, None if args.full_ids else SHORT_ID):
         io.line(line)
     if token:
-        shown = f"{len(tasks):,} of {total:,}" if isinstance(total, int) else f"{len(tasks):,}"
+        if isinstance(total, int):
+            shown = f"{len(tasks):,} of {total:,}"
+        elif isinstance(more_than, int):
+            shown = f"{len(tasks):,} of more than {more_than:,}"
+        else:
+            shown = f"{len(tasks):,}"
         io.line(f"({shown} shown; --limit N shows more, --page-token {token} the next page)")
     return 0
 

@@ -86,6 +86,10 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 #: The most ids one C{beacon.review.DecideMany} takes.
 MAX_BULK_IDS = 1000
+#: How far C{beacon.review.List} counts a total: beyond it, the answer says
+#: C{totalMoreThan} (this number) instead of C{totalSize}, so that a first
+#: page over a million submissions does not count every one.
+TOTAL_CAP = 10_000
 _TOKEN = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
@@ -326,11 +330,19 @@ class OperatorPolicy(NoPushNoExtendedCard):
 
     log = Logger()
 
-    def __init__(self, store: ISubmissionStore, clock: IReactorTime) -> None:
+    def __init__(
+        self,
+        store: ISubmissionStore,
+        clock: IReactorTime,
+        total_cap: int | None = None,
+    ) -> None:
         """
         @param store: The inbox.
         @param clock: Read for decision timestamps.
+        @param total_cap: How far C{beacon.review.List} counts a total
+            (L{None}: L{TOTAL_CAP}).
         """
+        self._total_cap = total_cap
         self._store = store
         self._clock = clock
         self._streams: set[EventStream] = set()
@@ -431,6 +443,7 @@ class OperatorPolicy(NoPushNoExtendedCard):
             limit=request.page_size,
             after=after,
             with_total=request.include_total,
+            total_cap=TOTAL_CAP if self._total_cap is None else self._total_cap,
         )
         answer: dict[str, Any] = {
             "tasks": [full_task(t, request.history_length) for t in page.tasks],
@@ -441,7 +454,9 @@ class OperatorPolicy(NoPushNoExtendedCard):
             ),
             "pageSize": request.page_size,
         }
-        if page.total is not None:
+        if page.total_capped:
+            answer["totalMoreThan"] = page.total
+        elif page.total is not None:
             answer["totalSize"] = page.total
         return answer
 
@@ -640,7 +655,8 @@ EXTENSION_DECLARATIONS: list[dict[str, Any]] = [
             "(full-text: every word), idPrefix? (6+ characters), pageSize? "
             "(1-100), pageToken?, historyLength?, includeTotal? (default true)}: "
             "a page of Tasks, newest first, {tasks, nextPageToken, pageSize, "
-            "totalSize?}. Method beacon.review.DecideMany, params {ids (up to "
+            "totalSize? (how many match, counted up to 10000), totalMoreThan? "
+            "(instead of totalSize when more than 10000 match: 10000)}. Method beacon.review.DecideMany, params {ids (up to "
             "1000), decision, note?}: decides each, answers {decided, "
             "alreadyDecided: [{id, state}], notFound, failed}. Method "
             "beacon.review.Purge, params {decidedBefore (RFC 3339), dryRun?}: "

@@ -24,6 +24,7 @@ const view = {
   nextPageToken: "",
   query: {},            // the filters and sort the rows were loaded with
   total: null,
+  totalMoreThan: null,
   current: -1,          // the row j/k move, o opens
   selected: new Set(),  // ids chosen for a bulk decision
   matching: false,      // the selection is "every undecided one matching"
@@ -126,9 +127,12 @@ function renderList() {
 function renderTotal() {
   const shown = view.tasks.length;
   const total = typeof view.total === "number" ? view.total : null;
-  $("total").textContent = total === null
-    ? plural(shown, "submission") + " shown"
-    : `${shown.toLocaleString("en")} of ${plural(total, "submission")}`;
+  const moreThan = typeof view.totalMoreThan === "number" ? view.totalMoreThan : null;
+  $("total").textContent = total !== null
+    ? `${shown.toLocaleString("en")} of ${plural(total, "submission")}`
+    : moreThan !== null
+      ? `${shown.toLocaleString("en")} of more than ${plural(moreThan, "submission")}`
+      : plural(shown, "submission") + " shown";
 }
 
 function replaceRow(task) {
@@ -172,6 +176,7 @@ async function load(reset) {
       renderArrivals();
       setTitle();
       view.total = typeof page?.totalSize === "number" ? page.totalSize : null;
+      view.totalMoreThan = typeof page?.totalMoreThan === "number" ? page.totalMoreThan : null;
       if (!view.beaconDown) {
         say("");
       }
