@@ -141,6 +141,63 @@ _INSERT_DECISION = """
     LEFT JOIN purges AS p ON p.submission_id = s.id
 """
 
+#: Insert many decisions at once, each unless its submission is unknown or
+#: decided (L{_INSERT_DECISION}, set-based: one statement for a run of a
+#: batch's decisions with distinct ids, in their order, so that their
+#: seqs follow it); the parameters are four arrays, of ids, states, times
+#: and notes. Each row is one decision stored, with its task.
+_INSERT_DECISIONS = """
+    WITH wanted AS (
+        SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[])
+            WITH ORDINALITY AS w(submission_id, state, at_ms, note, n)
+    ), decided AS (
+        INSERT INTO events (submission_id, state, at_ms, note)
+        SELECT w.submission_id, w.state, w.at_ms, w.note
+        FROM wanted AS w
+        WHERE EXISTS (SELECT 1 FROM submissions WHERE id = w.submission_id)
+        ORDER BY w.n
+        ON CONFLICT (submission_id) DO NOTHING
+        RETURNING seq, submission_id, state, at_ms, note
+    )
+    SELECT decided.seq,
+        s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
+        s.message_id, s.content, s.sha256, decided.state, decided.at_ms,
+        decided.note, p.at_ms
+    FROM decided
+    JOIN submissions AS s ON s.id = decided.submission_id
+    LEFT JOIN purges AS p ON p.submission_id = s.id
+"""
+
+#: Of the ids in the parameter (an array), those with a decision.
+_DECIDED_AMONG = "SELECT submission_id FROM events WHERE submission_id = ANY(%s::text[])"
+
+#: Send a notification on L{CHANNEL} (the first parameter) for each payload
+#: of the second (an array), in its order, in one statement.
+_NOTIFY_ALL = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
+
+
+def _runs(writes: list[_Write]) -> list[list[_Write]]:
+    """
+    C{writes} cut, in order, into runs that are each a single submission or
+    decisions with distinct ids (a repeated id starts a new run, so that
+    the first decision of an id is judged before the second).
+    """
+    runs: list[list[_Write]] = []
+    ids: set[str] = set()
+    for write in writes:
+        if isinstance(write, Submission):
+            runs.append([write])
+            ids = set()
+            continue
+        last = runs[-1] if runs else None
+        if last is None or isinstance(last[0], Submission) or write.receipt_id in ids:
+            runs.append([write])
+            ids = {write.receipt_id}
+        else:
+            last.append(write)
+            ids.add(write.receipt_id)
+    return runs
+
 
 class _CommitUnknown(Exception):
     """
@@ -485,7 +542,8 @@ class PostgreSQLStore(ThreadedStore):
         try:
             with connection.transaction():
                 connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", WRITE_LOCK)
-                for write in writes:
+                for run in _runs(writes):
+                    write = run[0]
                     if isinstance(write, Submission):
                         row = connection.execute(
                             _INSERT_SUBMISSION,
@@ -496,19 +554,23 @@ class PostgreSQLStore(ThreadedStore):
                             notification_payload("submitted", row[0], write.id)
                         )
                         outcomes.append(None)
-                    else:
-                        outcome, seq = self._insert_decision(connection, write)
+                        continue
+                    decisions = cast(list[_Decision], run)
+                    inserted = (
+                        [self._insert_decision(connection, write)]
+                        if len(decisions) == 1
+                        else self._insert_decisions(connection, decisions)
+                    )
+                    for decision, (outcome, seq) in zip(decisions, inserted):
                         if seq is not None:
                             payloads.append(
-                                notification_payload("decided", seq, write.receipt_id)
+                                notification_payload(
+                                    "decided", seq, decision.receipt_id
+                                )
                             )
                         outcomes.append(outcome)
                 if payloads:
-                    with connection.cursor() as cursor:
-                        cursor.executemany(
-                            "SELECT pg_notify(%s, %s)",
-                            [(CHANNEL, payload) for payload in payloads],
-                        )
+                    connection.execute(_NOTIFY_ALL, (CHANNEL, payloads))
                 committing = True
         except psycopg.Error as e:
             if committing and broken(connection):
@@ -545,6 +607,47 @@ class PostgreSQLStore(ThreadedStore):
                 return AlreadyDecided("the submission already has a decision"), None
             return None, None
         return task_of(row[1:]), int(row[0])
+
+    @staticmethod
+    def _insert_decisions(
+        connection: psycopg.Connection[Any], decisions: list[_Decision]
+    ) -> list[tuple[_Outcome, int | None]]:
+        """
+        Insert C{decisions} (distinct ids) inside the open transaction as
+        L{_insert_decision} inserts one, in two statements whatever their
+        number: the insert, then which of those not stored were decided.
+
+        @return: Each decision's outcome, and its seq when it was stored.
+        """
+        rows = connection.execute(
+            _INSERT_DECISIONS,
+            (
+                [d.receipt_id for d in decisions],
+                [d.state for d in decisions],
+                [d.at_ms for d in decisions],
+                [d.note for d in decisions],
+            ),
+        ).fetchall()
+        stored = {row[2]: row for row in rows}
+        missing = [d.receipt_id for d in decisions if d.receipt_id not in stored]
+        decided: set[str] = set()
+        if missing:
+            decided = {
+                row[0]
+                for row in connection.execute(_DECIDED_AMONG, (missing,)).fetchall()
+            }
+        outcomes: list[tuple[_Outcome, int | None]] = []
+        for decision in decisions:
+            row = stored.get(decision.receipt_id)
+            if row is not None:
+                outcomes.append((task_of(row[1:]), int(row[0])))
+            elif decision.receipt_id in decided:
+                outcomes.append(
+                    (AlreadyDecided("the submission already has a decision"), None)
+                )
+            else:
+                outcomes.append((None, None))
+        return outcomes
 
     # The writer thread, outside the batches.
 
