@@ -76,7 +76,10 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-PROJECT_VENV = ROOT / ".venv"
+#: The virtualenv whose python, twistd and beacon run here (a git worktree
+#: without one of its own names another's: BEACON_BENCH_VENV=/path/.venv,
+#: with PYTHONPATH naming the worktree, which every child inherits).
+PROJECT_VENV = Path(os.environ.get("BEACON_BENCH_VENV") or ROOT / ".venv")
 PYTHON = PROJECT_VENV / "bin" / "python"
 TWISTD = PROJECT_VENV / "bin" / "twistd"
 BEACON = PROJECT_VENV / "bin" / "beacon"
@@ -581,6 +584,49 @@ QUERIES = {
 }
 
 
+#: The --scale run's List queries (issue 42 item 6): name -> (label, params).
+#: Each asks what `beacon review list` asks (50, content, the total: capped
+#: at 10,000 by the server); "console" what the web console's first list
+#: asks (historyLength 1).
+SCALE_QUERIES = {
+    "first": ("first page (received order)", {}),
+    "rare": (f'--search "{RARE_WORD}" (1 %)', {"search": RARE_WORD}),
+    "common": ('--search "river" (common word)', {"search": "river"}),
+    "the": ('--search "the" (in nearly all)', {"search": "the"}),
+    "status": ("--status submitted", {"status": "TASK_STATE_SUBMITTED"}),
+    "updated": ("--sort updated", {"sort": "updated"}),
+    "console": ("the console's first list (historyLength 1)", {"historyLength": 1}),
+}
+#: Timed again after the bulk rejection, when decisions exist.
+SCALE_AFTER = {
+    "updated": ("--sort updated, after the rejection", {"sort": "updated"}),
+    "rejected": ("--status rejected --sort updated, after", {"sort": "updated", "status": "TASK_STATE_REJECTED"}),
+    "rejected_received": ("--status rejected (received order), after", {"status": "TASK_STATE_REJECTED"}),
+}
+#: The --scale goals, p95 in ms: (SQLite, PostgreSQL).
+SCALE_GOAL_MS = {"sqlite": 50.0, "postgresql": 100.0}
+SCALE_GOAL_BULK_S = 3.0
+SCALE_GOAL_CONSOLE_S = 1.0
+
+
+@dataclass
+class ScaleRun:
+    """Every figure of one store's --scale run."""
+
+    store: str
+    count: int
+    fill: dict[str, Any] = field(default_factory=dict)
+    lists: dict[str, Timing] = field(default_factory=dict)
+    capped: dict[str, bool] = field(default_factory=dict)
+    after: dict[str, Timing] = field(default_factory=dict)
+    reject: Finished | None = None
+    rejected: int | None = None
+    walk_s: float | None = None
+    plans: dict[str, str] = field(default_factory=dict)
+    failed: str | None = None
+    load: tuple[float, float] = (0.0, 0.0)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, procs: Processes, tmp: Path,
                  pin_server: list[str], pin_client: list[str], client_cpu: int | None) -> None:
@@ -837,6 +883,71 @@ class Bench:
             result.load = (load_before, os.getloadavg()[0])
         return result
 
+    def time_scale(self, socket_path: str, params: dict[str, Any]) -> tuple[Timing, bool]:
+        """L{time_list}, and whether the answer's total was capped."""
+        timing = self.time_list(socket_path, params)
+        _, answer = rpc(socket_path, "beacon.review.List",
+                        {"sort": "received", "pageSize": 50, "includeTotal": True, **params})
+        if "totalMoreThan" in answer:
+            timing.total = answer["totalMoreThan"]
+            return timing, True
+        return timing, False
+
+    def run_scale(self, store: str) -> ScaleRun:
+        """
+        The --scale run: fill, the List queries, the bulk rejection of the
+        rare word's matches (count/100) as `review reject --matching` makes
+        it, and the status order again once decisions exist.
+        """
+        args = self.args
+        result = ScaleRun(store, args.count)
+        server: subprocess.Popen[Any] | None = None
+        load_before = os.getloadavg()[0]
+        try:
+            url, data = self.make_store(store, f"{store}-scale")
+            say(f"[{store}] filling {args.count:,} submissions ...")
+            result.fill = self.fill(url, args.count)
+            if store == "postgresql":
+                started = time.perf_counter()
+                pg_admin("VACUUM ANALYZE", database=url.rsplit("/", 1)[1])
+                result.fill["vacuum_s"] = time.perf_counter() - started
+            result.fill["size"] = self.database_size(store, url)
+            say(f"[{store}]   {result.fill['append_s']:.1f} s "
+                f"({args.count / result.fill['append_s']:,.0f} appends/s), "
+                f"{mib(result.fill['size'])}")
+            server = self.start_beacon(url, data)
+            socket_path = str(data / "operator.sock")
+            for name, (label, params) in SCALE_QUERIES.items():
+                timing, capped = self.time_scale(socket_path, params)
+                result.lists[name], result.capped[name] = timing, capped
+                say(f"[{store}] List {label}: median {timing.median_ms:.1f} ms, "
+                    f"p95 {timing.p95_ms:.1f} ms, total {'more than ' if capped else ''}{timing.total}")
+            result.walk_s, _ = self.walk(socket_path, RARE_WORD)
+            done = self.beacon_cli(socket_path, "reject", "--matching", "--search", RARE_WORD,
+                                   "--yes", "--json", "--timeout", "600", timeout=1800)
+            result.reject = done
+            if done.code != 0:
+                raise BenchError(f"review reject --matching failed ({done.code}): {done.err[-2000:]}")
+            result.rejected = len(json.loads(done.out)["decided"])
+            say(f"[{store}] reject --matching --search {RARE_WORD!r}: "
+                f"{result.rejected:,} in {done.wall_s:.2f} s (finding them alone: {result.walk_s:.2f} s)")
+            if store == "postgresql":
+                pg_admin("ANALYZE", database=url.rsplit("/", 1)[1])
+            for name, (label, params) in SCALE_AFTER.items():
+                timing, capped = self.time_scale(socket_path, params)
+                result.after[name], result.capped["after-" + name] = timing, capped
+                say(f"[{store}] List {label}: median {timing.median_ms:.1f} ms, "
+                    f"p95 {timing.p95_ms:.1f} ms, total {'more than ' if capped else ''}{timing.total}")
+            result.fill["size_after"] = self.database_size(store, url)
+        except BenchError as e:
+            result.failed = str(e).strip()
+            say(f"[{store}] failed: {e}")
+        finally:
+            if server is not None:
+                self.procs.stop(server, wait=30)
+            result.load = (load_before, os.getloadavg()[0])
+        return result
+
     def drop_databases(self) -> None:
         """Drop every database made here, waiting (bounded) for PostgreSQL to answer."""
         limit = time.monotonic() + 60
@@ -1000,6 +1111,84 @@ def report(runs: list[StoreRun], meta: dict[str, str], args: argparse.Namespace)
     return "\n".join(lines)
 
 
+def scale_report(runs: list[ScaleRun], meta: dict[str, str], args: argparse.Namespace) -> str:
+    """The --scale run's markdown."""
+    counts = ", ".join(f"{r.store} {r.count:,}" for r in runs)
+    lines = [f"# Beacon benchmark: the reader's side at scale ({counts})", ""]
+    lines += [f"- {key}: {value}" for key, value in meta.items()] + [""]
+    names = [f"{r.store} ({r.count:,})" for r in runs]
+    head = "| measurement | " + " | ".join(names) + " |"
+    rule = "|---|" + "---:|" * len(names)
+
+    def row(label: str, cell: Any) -> str:
+        cells = []
+        for r in runs:
+            try:
+                cells.append(cell(r))
+            except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError):
+                cells.append("n/a")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    lines += ["## Filling the store", "",
+              (f"Written through the store's own append (group commit, at most {args.max_batch} "
+               f"writes a transaction, {args.window} appends in flight), as in service."),
+              "", head, rule]
+    lines.append(row("append time", lambda r: f"{r.fill['append_s']:.1f} s"))
+    lines.append(row("appends per second", lambda r: f"{r.count / r.fill['append_s']:,.0f}"))
+    lines.append(row("content stored", lambda r: mib(r.fill["bytes"])))
+    lines.append(row("database size after the fill", lambda r: mib(r.fill["size"])))
+    lines.append(row("&nbsp;&nbsp;bytes per submission", lambda r: f"{r.fill['size'] / r.count:,.0f}"))
+    lines.append(row("&nbsp;&nbsp;of which content", lambda r: f"{r.fill['bytes'] / r.count:,.0f}"))
+    lines.append(row("then VACUUM ANALYZE", lambda r: f"{r.fill['vacuum_s']:.1f} s" if "vacuum_s" in r.fill else "-"))
+    lines.append("")
+    lines += ["## beacon.review.List, the server's answer", "",
+              (f"Over the operator socket, a new connection per call; {args.calls} calls after "
+               f"{args.warmup} warm-up; median / p95 / max in ms; 50 tasks with content and the "
+               "total (counted up to 10,000: \"> 10,000\" is totalMoreThan)."), "", head, rule]
+    for name, (label, _) in SCALE_QUERIES.items():
+        lines.append(row(label, lambda r, n=name: (
+            f"{ms(r.lists[n].median_ms)} / {ms(r.lists[n].p95_ms)} / {ms(r.lists[n].max_ms)}")))
+        lines.append(row("&nbsp;&nbsp;total", lambda r, n=name: (
+            f"> {r.lists[n].total:,}" if r.capped[n] else f"{r.lists[n].total:,}")))
+    lines.append(row(f'`review reject --matching --search {RARE_WORD} --yes` (wall)',
+                     lambda r: f"{r.reject.wall_s:.2f} s"))
+    lines.append(row("&nbsp;&nbsp;rejected", lambda r: f"{r.rejected:,}"))
+    lines.append(row("&nbsp;&nbsp;of which finding them (the List pages alone)", lambda r: f"{r.walk_s:.2f} s"))
+    for name, (label, _) in SCALE_AFTER.items():
+        lines.append(row(label, lambda r, n=name: (
+            f"{ms(r.after[n].median_ms)} / {ms(r.after[n].p95_ms)} / {ms(r.after[n].max_ms)}")))
+        lines.append(row("&nbsp;&nbsp;total", lambda r, n=name: (
+            f"> {r.after[n].total:,}" if r.capped["after-" + n] else f"{r.after[n].total:,}")))
+    lines.append(row("database size at the end", lambda r: mib(r.fill["size_after"])))
+    lines.append("")
+    lines += ["## Goals (issue 42 item 6)", "", "| goal | store | figure | met |", "|---|---|---:|---|"]
+    for r in runs:
+        goal = SCALE_GOAL_MS[r.store]
+        for name, (label, _) in SCALE_QUERIES.items():
+            t = r.lists.get(name)
+            if name == "console":
+                target, shown = SCALE_GOAL_CONSOLE_S * 1000, f"< {SCALE_GOAL_CONSOLE_S:.0f} s"
+            else:
+                target, shown = goal, f"< {goal:.0f} ms"
+            figure = f"p95 {t.p95_ms:.1f} ms" if t else "n/a"
+            met = "n/a" if t is None else ("yes" if t.p95_ms < target else "**NO**")
+            lines.append(f"| {label} {shown} | {r.store} ({r.count:,}) | {figure} | {met} |")
+        for name, (label, _) in SCALE_AFTER.items():
+            t = r.after.get(name)
+            figure = f"p95 {t.p95_ms:.1f} ms" if t else "n/a"
+            met = "n/a" if t is None else ("yes" if t.p95_ms < goal else "**NO**")
+            lines.append(f"| {label} < {goal:.0f} ms | {r.store} ({r.count:,}) | {figure} | {met} |")
+        bulk = r.reject.wall_s if r.reject and r.rejected else None
+        lines.append(f"| bulk reject of {r.count // 100:,} < {SCALE_GOAL_BULK_S:.0f} s | {r.store} ({r.count:,}) | "
+                     + (f"{bulk:.2f} s | {'yes' if bulk < SCALE_GOAL_BULK_S else '**NO**'} |" if bulk else "n/a | n/a |"))
+    lines.append("")
+    notes = [f"{r.store}: the run stopped early: {r.failed}" for r in runs if r.failed] + args.notes
+    notes.append("One-minute load average at the start and end of each store's part: "
+                 + "; ".join(f"{r.store} {r.load[0]:.2f} and {r.load[1]:.2f}" for r in runs) + ".")
+    lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(lines)
+
+
 def goals(runs: list[StoreRun]) -> list[str]:
     """Issue 18's goals, checked against this run's figures (p95 of the server's answer)."""
     lines = ["## Goals (issue 18)", "",
@@ -1069,6 +1258,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", nargs="?", const="", default=None, metavar="FILE",
                         help="write the table as markdown (default file: bench/results/<date>-reader.md)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin with taskset")
+    parser.add_argument("--scale", action="store_true",
+                        help="the large-inbox run (issue 42 item 6): fill, List queries, bulk reject "
+                             "of count/100; no export or purge")
+    parser.add_argument("--pg-count", type=int, default=None,
+                        help="with --scale: PostgreSQL's inbox size, if not --count")
     parser.add_argument("--keep", action="store_true",
                         help="keep the stores (temp dir, PostgreSQL databases) for a look afterwards")
     # The fill, run by the bench in a child process.
@@ -1135,7 +1329,16 @@ def main(argv: list[str]) -> int:
         say(f"bench/reader.py: {args.count:,} submissions on {', '.join(args.store_list)}; "
             f"pinning: {pin_text}")
         load_before = os.getloadavg()[0]
-        runs = [bench.run_store(store) for store in args.store_list]
+        scale_runs: list[ScaleRun] = []
+        runs: list[StoreRun] = []
+        if args.scale:
+            count = args.count
+            for store in args.store_list:
+                args.count = args.pg_count if store == "postgresql" and args.pg_count else count
+                scale_runs.append(bench.run_scale(store))
+            args.count = count
+        else:
+            runs = [bench.run_store(store) for store in args.store_list]
         load_after = os.getloadavg()[0]
         args.notes.extend(bench.notes)
         import twisted
@@ -1158,7 +1361,9 @@ def main(argv: list[str]) -> int:
                 + ([f"{pg} on 127.0.0.1:5432 (its own settings), a fresh database"] if pg and "postgresql" in args.store_list else [])
             ),
         }
-        text = report(runs, meta, args)
+        if args.scale:
+            meta["corpus"] = meta["corpus"].replace(f"{args.count:,} submissions, ", "")
+        text = scale_report(scale_runs, meta, args) if args.scale else report(runs, meta, args)
         say("")
         say(text)
         if args.out is not None:
@@ -1166,7 +1371,7 @@ def main(argv: list[str]) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text + "\n")
             say(f"wrote {path}")
-        return 1 if any(r.failed for r in runs) else 0
+        return 1 if any(r.failed for r in [*runs, *scale_runs]) else 0
     except BenchError as e:
         say(f"bench/reader.py: {e}")
         return 1
