@@ -254,10 +254,18 @@ class Dialect:
         its order and cursor), and its parameters.
         """
         conditions, params = self._submission_filters(request)
-        decided, decided_params = self._decision_filters(
-            request, STATE, UPDATED_AT_MS
-        )
-        join = "LEFT JOIN events AS e ON e.submission_id = s.id" if decided else ""
+        if request.query.status not in (None, STATE_SUBMITTED):
+            # A decided state: only decided tasks, so the count may start
+            # from the decisions rather than test every submission.
+            decided, decided_params = self._decision_filters(
+                request, "e.state", "e.at_ms"
+            )
+            join = "JOIN events AS e ON e.submission_id = s.id"
+        else:
+            decided, decided_params = self._decision_filters(
+                request, STATE, UPDATED_AT_MS
+            )
+            join = "LEFT JOIN events AS e ON e.submission_id = s.id" if decided else ""
         where = " AND ".join(conditions + decided) or self.true
         if request.total_cap is None:
             return (
