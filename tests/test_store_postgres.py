@@ -786,7 +786,9 @@ async def test_upgrade_from_version_1(
             connection.execute("UPDATE submissions SET content = '' WHERE id = %s", (a[1],))
         # Migration 4: the status order's index, over the old decision too.
         assert connection.execute(
-            "SELECT indexdef LIKE '%%(at_ms)' FROM pg_indexes WHERE indexname = 'events_by_time'"
+            "SELECT indexdef LIKE '%%(at_ms)' FROM pg_indexes"
+            " WHERE indexname = 'events_by_time' AND schemaname = %s",
+            (schema,),
         ).fetchall() == [(True,)]
     updated = await store.list_tasks(TaskQuery(sort=SORT_UPDATED), limit=10)
     assert [t.submission.id for t in updated.tasks][0] == a[0]
