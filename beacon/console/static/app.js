@@ -6,6 +6,7 @@
 import { APIError, get, post, taskPath } from "./api.js";
 import { renderPart } from "./parts.js";
 import { rowOf } from "./rows.js";
+import { PANE, layout, nextUndecided, startTriage } from "./triage.js";
 import {
   decisionOf, dig, element, inert, plural, size, stateWord, summary, when,
 } from "./text.js";
@@ -252,6 +253,7 @@ function renderSelection() {
   $("bulk-accept").disabled = count === 0;
   $("bulk-reject").disabled = count === 0;
   $("select-none").disabled = count === 0;
+  $("bulk").dataset.some = String(count > 0);
   const picks = [...document.querySelectorAll("#inbox .pick")];
   for (const pick of picks) {
     const row = pick.closest(".row");
@@ -433,11 +435,15 @@ async function showDetail(id) {
   view.openId = id;
   // data-loaded names the submission once its whole answer is shown.
   delete $("detail-view").dataset.loaded;
-  $("list-view").hidden = true;
-  $("detail-view").hidden = false;
+  layout(true);
   const index = view.tasks.findIndex((t) => t.id === id);
   if (index >= 0) {
     view.current = index;
+    // Beside the pane (a wide screen), the list marks the one open.
+    markCurrent(false);
+    if (PANE.matches) {
+      rows()[index]?.scrollIntoView({ block: "nearest" });
+    }
   }
   const known = view.tasks[index];
   if (known && !(view.openTask && view.openTask.id === id)) {
@@ -461,8 +467,7 @@ function showList(focus) {
   view.openId = null;
   view.openTask = null;
   cancelPending();
-  $("detail-view").hidden = true;
-  $("list-view").hidden = false;
+  layout(false);
   // Back from a submission, the focus returns to its row; not on load.
   markCurrent(wasOpen || focus === true);
 }
@@ -517,8 +522,8 @@ function beginPending(decision) {
   view.pending = decision;
   $("decide-form").dataset.pending = decision;
   $("pending").textContent = decision === "accept"
-    ? "Ctrl+Enter accepts; Escape cancels."
-    : "Ctrl+Enter rejects; Escape cancels.";
+    ? "Accept? Ctrl+Enter accepts (final); Escape cancels."
+    : "Reject? Ctrl+Enter rejects (final); Escape cancels.";
   $("note").focus();
 }
 
@@ -542,11 +547,24 @@ async function decide(decision) {
     cancelPending();
     $("note").value = "";
     replaceRow(task);
-    if (view.openId === id) {
+    const word = decision === "accept" ? "Accepted" : "Rejected";
+    // Then the next undecided submission in the list's order, if any.
+    const index = view.tasks.findIndex((t) => t.id === id);
+    let next = index < 0 ? -1 : nextUndecided(view.tasks, index);
+    if (index >= 0 && next < 0 && view.nextPageToken) {
+      await load(false);
+      next = nextUndecided(view.tasks, index);
+    }
+    if (view.openId !== id) {
+      say(`${word}.`);
+    } else if (next >= 0) {
+      say(`${word}; the next undecided submission is open.`);
+      await go(view.tasks[next].id, true);
+    } else {
       renderDetail(task);
       $("decision").focus();
+      say(`${word}. No undecided submission follows in this list.`);
     }
-    say(`${decision === "accept" ? "Accepted" : "Rejected"}.`);
   } catch (error) {
     failed(error);
     if (error instanceof APIError && error.status === 409 && view.openId === id) {
@@ -764,6 +782,12 @@ function onKey(event) {
       }
       break;
     }
+    case "n":
+      if (detail && !$("decide-form").hidden) {
+        event.preventDefault();
+        $("note").focus();
+      }
+      break;
     case "x": {
       event.preventDefault();
       const id = detail ? view.openId : view.tasks[view.current]?.id;
@@ -816,6 +840,7 @@ function watchPolicy() {
 
 function start() {
   watchPolicy();
+  startTriage(() => layout(view.openId !== null));
   setTitle();
   $("filters").addEventListener("submit", (event) => {
     event.preventDefault();
