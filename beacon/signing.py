@@ -95,20 +95,10 @@ def _jcs_number(value: int | float) -> str:
     return ("-" if value < 0 else "") + text
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def _jcs_string(text: str) -> str:
-    out = ['"']
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    # JSON's own escaping is RFC 8785's: the quote, the backslash and the
+    # controls (\b \f \n \r \t short, the others \u00xx), the rest as is.
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _jcs(value: Any, out: list[str], depth: int) -> None:

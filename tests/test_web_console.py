@@ -369,6 +369,17 @@ def screenshot(driver: WebDriver, name: str) -> Path:
 # The tests, in the order they run.
 
 
+def sign_in(driver: WebDriver, console: Console) -> None:
+    """Spend the module's console's link once (for tests that do not test signing in); keep its session cookie."""
+    if console.cookie:
+        return
+    driver.get(console.sign_in)
+    wait(driver, lambda d: by_id(d, "total").text != "")
+    cookie = driver.get_cookie("beacon-console")
+    assert cookie is not None
+    console.cookie = cookie["value"]
+
+
 def test_sign_in_link_works_once(driver: WebDriver, console: Console) -> None:
     """
     The printed link signs in once: it sets an HttpOnly, SameSite=Strict

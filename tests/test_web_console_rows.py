@@ -30,6 +30,7 @@ from test_web_console import (  # noqa: F401 (fixtures)
     open_inbox,
     row,
     row_state,
+    sign_in,
     screenshot,
     search,
     text_of,
@@ -43,17 +44,6 @@ try:
     from selenium.webdriver.support.ui import Select
 except ImportError:  # pragma: no cover - the fixtures skip (or fail when CI=true)
     pass
-
-
-def sign_in(driver: WebDriver, console: Console) -> None:
-    """Spend this module's console's link once; keep its session cookie."""
-    if console.cookie:
-        return
-    driver.get(console.sign_in)
-    wait(driver, lambda d: by_id(d, "total").text != "")
-    cookie = driver.get_cookie("beacon-console")
-    assert cookie is not None
-    console.cookie = cookie["value"]
 
 
 def line(driver: WebDriver, task_id: str, css: str) -> str | None:

@@ -36,6 +36,7 @@ from test_web_console import (  # noqa: F401 (fixtures)
     row,
     row_ids,
     row_state,
+    sign_in,
     text_of,
     wait,
     width,
@@ -48,17 +49,6 @@ try:
     from selenium.webdriver.remote.webelement import WebElement
 except ImportError:  # pragma: no cover - the fixtures skip (or fail when CI=true)
     pass
-
-
-def sign_in(driver: WebDriver, console: Console) -> None:
-    """Spend this module's console's link once; keep its session cookie."""
-    if console.cookie:
-        return
-    driver.get(console.sign_in)
-    wait(driver, lambda d: by_id(d, "total").text != "")
-    cookie = driver.get_cookie("beacon-console")
-    assert cookie is not None
-    console.cookie = cookie["value"]
 
 
 def rect(driver: WebDriver, element: WebElement) -> dict[str, Any]:
