@@ -6,6 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+DOCS_STAMP := $(VENV)/.installed-docs
 
 .PHONY: run test install clean
 
@@ -22,6 +23,10 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	touch $@
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]' --config-settings editable_mode=compat
 	touch $@
 
 install: $(STAMP)
@@ -111,3 +116,8 @@ bench-reader: $(STAMP) postgres
 
 clean:
 	rm -rf $(VENV) build *.egg-info twisted/plugins/dropin.cache
+
+# The manual (docs/), as HTML in build/docs/index.html, warnings as errors.
+.PHONY: docs
+docs: $(DOCS_STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs

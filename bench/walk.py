@@ -7,7 +7,7 @@ generator or coroutine resumed), with the files it crosses.
     .venv/bin/python bench/walk.py review-list   # one `beacon review list`
     .venv/bin/python bench/walk.py send --steps  # the counts only
     .venv/bin/python bench/walk.py send --files  # a line for each run of steps in one file
-    .venv/bin/python bench/walk.py send --update-docs  # write it into docs/architecture.rst
+    .venv/bin/python bench/walk.py send --update-docs  # write it into docs/explanation/architecture.rst
 
 send: one JSON-RPC SendMessage on a kept-alive connection to Beacon's
 public site (BeaconSite, the direct channel, the public policy over the
@@ -232,7 +232,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--update-docs", action="store_true",
-        help="write the walk, as --files prints it, into docs/architecture.rst",
+        help="write the walk, as --files prints it, into docs/explanation/architecture.rst",
     )
     args = parser.parse_args()
     if args.update_docs:
@@ -242,20 +242,20 @@ def main() -> None:
 
 
 def docs_block(walk: str, printed: str) -> str:
-    """The walk's literal block in docs/architecture.rst: the command, then what it printed."""
+    """The walk's literal block in docs/explanation/architecture.rst: the command, then what it printed."""
     lines = [f"$ .venv/bin/python bench/walk.py {walk} --files", *printed.rstrip("\n").split("\n")]
     return "\n".join(("    " + line) if line else "" for line in lines) + "\n"
 
 
 def update_docs(walk: str) -> None:
-    """Replace the walk's block in docs/architecture.rst with what it prints now."""
+    """Replace the walk's block in docs/explanation/architecture.rst with what it prints now."""
     import contextlib
     import re
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         show(WALKS[walk](), False, True)
-    docs = Path(__file__).resolve().parent.parent / "docs" / "architecture.rst"
+    docs = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "architecture.rst"
     text = docs.read_text()
     block = re.compile(
         rf"    \$ \.venv/bin/python bench/walk\.py {re.escape(walk)} --files\n(?:(?:    .*)?\n)*?(?=\n\S)"

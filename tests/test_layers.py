@@ -1,6 +1,6 @@
 """
 The layers hold: Beacon's imports, read from its source, make no circle and
-every arrow between rooms points down the map of C{docs/architecture.rst}.
+every arrow between rooms points down the map of C{docs/explanation/architecture.rst}.
 
 Each room is a package or a top-level module of C{beacon}; a room may import
 only rooms on lower floors (and its own modules). Inside a room the modules

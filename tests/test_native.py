@@ -1,5 +1,5 @@
 """
-The native beacon/0.1 protocol (docs/protocol-0.1.md) over the public
+The native beacon/0.1 protocol (docs/explanation/protocol-0.1.rst) over the public
 resource tree: submit and status, every error code, byte-exact receipts, the
 equivalence of a native and an A2A submission, and the discovery document,
 schema and card round trip.
@@ -27,7 +27,7 @@ from beacon.testing import MemoryStore
 _sync = SynchronousTestCase()
 PUBLIC = "https://beacon.example"
 SUBMIT = PUBLIC + "/beacon/0.1/submissions"
-DOCS = Path(__file__).parent.parent / "docs" / "protocol-0.1.md"
+DOCS = Path(__file__).parent.parent / "docs" / "explanation" / "protocol-0.1.rst"
 STRUCTURED = {
     "from": {"name": "crawler-7", "agent": "crawler/7"},
     "subject": "Broken link report",
@@ -70,7 +70,7 @@ def beacon() -> Beacon:
 
 
 def canonical(document: Any) -> bytes:
-    """The documented canonical form (docs/protocol-0.1.md, section 4)."""
+    """The documented canonical form (docs/explanation/protocol-0.1.rst, section 4)."""
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -334,8 +334,8 @@ def test_discovery_document_links_everything(beacon: Beacon) -> None:
 
 
 def documented_examples() -> list[dict[str, Any]]:
-    """The structured submissions shown in docs/protocol-0.1.md."""
-    blocks = re.findall(r"```json\n(.*?)```", DOCS.read_text(), re.S)
+    """The structured submissions shown in docs/explanation/protocol-0.1.rst (its C{code-block:: json} blocks)."""
+    blocks = re.findall(r"^\.\. code-block:: json\n\n((?:   .*\n|\n)+)", DOCS.read_text(), re.M)
     documents = [json.loads(block) for block in blocks]
     return [d["message"] for d in documents if isinstance(d.get("message"), dict)]
 
@@ -359,7 +359,7 @@ def test_served_schema_validates_the_documented_examples(beacon: Beacon) -> None
 def test_documented_hash_example_holds() -> None:
     """The canonical bytes the document gives for {"text": "hello"} are what Beacon hashes."""
     assert canonical({"text": "hello"}) == b'{"text":"hello"}'
-    assert "`{\"text\":\"hello\"}`" in DOCS.read_text()
+    assert "``{\"text\":\"hello\"}``" in DOCS.read_text()
 
 
 def test_discovery_revalidates_with_304(beacon: Beacon) -> None:

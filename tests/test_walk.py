@@ -1,5 +1,5 @@
 """
-The walks of ``bench/walk.py`` (docs/architecture.rst shows them): one
+The walks of ``bench/walk.py`` (docs/explanation/architecture.rst shows them): one
 SendMessage over HTTP checks its source's rate once and names its source
 once, and goes down through the wings; one ``beacon review list`` runs end
 to end against an operator door.
@@ -58,8 +58,8 @@ def test_the_review_list_walk_runs_end_to_end() -> None:
 
 
 def test_the_walks_in_the_architecture_docs_are_the_walks_today() -> None:
-    """docs/architecture.rst shows each walk as `bench/walk.py WALK --files` prints it now."""
-    docs = (ROOT / "docs" / "architecture.rst").read_text()
+    """docs/explanation/architecture.rst shows each walk as `bench/walk.py WALK --files` prints it now."""
+    docs = (ROOT / "docs" / "explanation" / "architecture.rst").read_text()
     for walk in ("send", "review-list"):
         done = subprocess.run(
             [sys.executable, str(ROOT / "bench" / "walk.py"), walk, "--files"],

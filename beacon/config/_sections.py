@@ -85,6 +85,15 @@ class CardText:
     The operator's words on the card (C{[card]} in the configuration), and
     the keys that sign it.
 
+    @ivar name: The card's C{name}, and the discovery document's.
+    @ivar description: The card's C{description}; the card adds Beacon's
+        statement ("Cryptographic identity does not establish autonomy,
+        consciousness or personhood.") to it.
+    @ivar provider_organization: Who runs this Beacon (the card's
+        C{provider}); with C{provider_url}, or neither.
+    @ivar provider_url: The web site of C{provider_organization}.
+    @ivar documentation_url: A page about this Beacon, for people (the
+        card's C{documentationUrl}); empty: none.
     @ivar signing_key: The simple form: a PEM private key's path, or
         several (a rotation), each signing with its thumbprint as C{kid}.
     @ivar signing: The full form (C{[[card.signing]]} tables: C{key},

@@ -211,7 +211,7 @@ def discovery_document(
 ) -> dict[str, Any]:
     """
     Beacon's own discovery document, served at
-    C{/.well-known/autonomous-agent} (see C{docs/protocol-0.1.md}).
+    C{/.well-known/autonomous-agent} (see C{docs/explanation/protocol-0.1.rst}).
 
     @param text: The operator's card text (name and description).
     @param public_url: The base URL (no trailing slash).

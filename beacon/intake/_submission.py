@@ -77,7 +77,7 @@ def base32hex(bits: int, digits: int) -> str:
 
 
 #: The bits of an id: the millisecond it was issued, then random bits (at
-#: least 128, docs/protocol-0.1.md); 180 in all, 36 base32 digits.
+#: least 128, docs/explanation/protocol-0.1.rst); 180 in all, 36 base32 digits.
 ID_TIME_BITS = 48
 ID_RANDOM_BITS = 132
 

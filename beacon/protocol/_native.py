@@ -1,5 +1,5 @@
 """
-The native beacon/0.1 protocol's handler interface (C{docs/protocol-0.1.md}):
+The native beacon/0.1 protocol's handler interface (C{docs/explanation/protocol-0.1.rst}):
 what its binding needs of the Beacon.
 """
 

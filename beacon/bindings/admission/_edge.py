@@ -74,7 +74,7 @@ def connection_tokens(values: Sequence[bytes] | None) -> list[bytes]:
 def error_body(code: str, message: str) -> bytes:
     """
     The one JSON shape of a transport-level refusal (the native vocabulary
-    of docs/protocol-0.1.md): C{{"error": {"code": ..., "message": ...}}}.
+    of docs/explanation/protocol-0.1.rst): C{{"error": {"code": ..., "message": ...}}}.
     """
     return dumps({"error": {"code": code, "message": message}})
 

@@ -1,5 +1,5 @@
 """
-The native beacon/0.1 protocol (normative text: C{docs/protocol-0.1.md}).
+The native beacon/0.1 protocol (normative text: C{docs/explanation/protocol-0.1.rst}).
 
 Wire contract::
 
