@@ -131,7 +131,7 @@ def violations(answer: Answer) -> list[str]:
 
 
 def canonical(document: dict[str, Any]) -> bytes:
-    """The stored bytes of a content document, as README's Receipts spell them."""
+    """The stored bytes of a content document, as the manual's receipts spell them (docs/reference/messages.rst)."""
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

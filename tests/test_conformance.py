@@ -41,7 +41,7 @@ LIST = """
 test = "tests/a.py::TestA::test_artifact"
 bindings = ["jsonrpc", "grpc"]
 reason = "policy"
-ref = 'README.rst:1: "Beacon"'
+ref = 'docs/index.rst:1: "Beacon"'
 why = "no artifacts"
 
 [[failure]]
@@ -177,19 +177,19 @@ def test_the_list_loads_and_names_each_test_once() -> None:
         assert "[jsonrpc]" not in e.test and not re.search(r"-(jsonrpc|http_json|grpc)\]$", e.test), e.test
 
 
-def test_each_policy_entry_quotes_its_line_of_the_readme() -> None:
-    """A policy entry's ref is README.rst:LINE: "words": the words are there, starting on that line."""
-    readme = (ROOT / "README.rst").read_text().splitlines()
-    flat = " ".join(" ".join(readme).split())
+def test_each_policy_entry_quotes_its_line_of_the_manual() -> None:
+    """A policy entry's ref is PAGE:LINE: "words", PAGE a page of the manual (docs/...rst): the words are there, starting on that line."""
     for e in tool.load_expected(EXPECTED):
         if e.reason != "policy":
             continue
-        m = re.fullmatch(r'README\.rst:(\d+): "(.+)"', e.ref)
-        assert m, f"{e.test}: ref {e.ref!r} is not README.rst:LINE: \"quoted words\""
-        line, words = int(m.group(1)), " ".join(m.group(2).split())
-        assert words in flat, f"{e.test}: README.rst does not say {words!r}"
+        m = re.fullmatch(r'(docs/[\w/.-]+\.rst):(\d+): "(.+)"', e.ref)
+        assert m, f"{e.test}: ref {e.ref!r} is not docs/PAGE.rst:LINE: \"quoted words\""
+        page = (ROOT / m.group(1)).read_text().splitlines()
+        flat = " ".join(" ".join(page).split())
+        line, words = int(m.group(2)), " ".join(m.group(3).split())
+        assert words in flat, f"{e.test}: {m.group(1)} does not say {words!r}"
         start = " ".join(words.split()[:3])
-        assert start in " ".join(readme[line - 1].split()), f"{e.test}: {start!r} is not on README.rst:{line}"
+        assert start in " ".join(page[line - 1].split()), f"{e.test}: {start!r} is not on {m.group(1)}:{line}"
 
 
 def test_each_other_entry_names_where_to_check_it() -> None:

@@ -188,13 +188,13 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-#: What README's "Limits and guarantees" promises for a flood of
+#: What the manual's "Limits and guarantees" (docs/reference/limits.rst) promises for a flood of
 #: maximum-size requests.
 FLOOD_RSS_BOUND_MIB = 64
 
 
 def test_memory_stays_bounded_under_a_flood_of_maximum_size_requests(launcher: BeaconLauncher) -> None:
-    """A flood of maximum-size bodies, over and at the cap, grows RSS by less than the bound README states."""
+    """A flood of maximum-size bodies, over and at the cap, grows RSS by less than the bound the manual states."""
     beacon = launcher.start("--config", str(launcher.cwd / "beacon.toml"))
     pid = beacon.process.pid
     at_cap = b'{"text":"' + b"a" * (65536 - 12) + b'"}'

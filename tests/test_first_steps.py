@@ -5,7 +5,7 @@ beacon} run as subprocesses, every wait bounded).
 
 - Versions: C{beacon --version} and C{twistd beacon --version} print
   Beacon's; importing C{beacon.cli} imports nothing heavy, so that the
-  first answers at once (how fast is measured, not asserted: README).
+  first answers at once (how fast is measured, not asserted: bench/results/).
 - Mistakes on the command line or in the configuration: the one-line error
   comes first, with the near option, key or command for a misspelt one and
   the expected type with an example for a wrong type, never after twistd's

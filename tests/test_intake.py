@@ -1,6 +1,6 @@
 """
-The intake (beacon.intake): Beacon's public policy (README: "The A2A
-endpoint") through the real
+The intake (beacon.intake): Beacon's public policy (docs/reference/jsonrpc.rst: "The public
+policy") through the real
 Dispatcher over a L{MemoryStore} and a L{Clock}, the SendMessage mapping, the
 structured-message schema and the public agent card.
 

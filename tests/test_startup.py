@@ -1,6 +1,6 @@
 """
 Start-up failures of a real C{twistd beacon}, daemonized (no C{-n}, as
-README's Deploy suggests) and in the foreground: a port in use, a missing
+docs/reference/twistd.rst suggests) and in the foreground: a port in use, a missing
 PostgreSQL database. twistd must exit non-zero promptly with the one-line
 reason on standard error (as C{twistd web} exits 1 and says why), remove its
 pidfile, and leave nothing behind: no process, no operator socket, no

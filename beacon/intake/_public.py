@@ -103,7 +103,7 @@ _T = TypeVar("_T")
 @implementer(IA2AHandler, INativeHandler)
 class PublicPolicy(NoPushNoExtendedCard):
     """
-    Beacon's public policy (README: "The A2A endpoint") over a submission
+    Beacon's public policy (docs/reference/jsonrpc.rst, "The public policy") over a submission
     store.
     """
 
