@@ -71,25 +71,31 @@ test-loop: $(TEST_STAMP) postgres systemd-analyze chromium
 conformance: $(TEST_STAMP)
 	$(BIN)/python tools/conformance $(CONFORMANCE_ARGS)
 
+# The .ci/ensure-* scripts below change the machine only where something is
+# missing, and then say first, in one line each, what they do and why (a
+# line that begins with "make <goal>:"); when nothing is needed they say
+# nothing. What is still missing is skipped, or fails when CI=true.
+ENSURE := ENSURE_WHO='make $(or $(firstword $(MAKECMDGOALS)),test)' sh
+
 # The store suite also runs on PostgreSQL (127.0.0.1:5432, user postgres):
-# start the local cluster if it is installed but stopped. Without one the
-# PostgreSQL tests are skipped, or fail when CI=true.
+# start the local cluster set to that port if it is installed but stopped.
+# No test stops or restarts it (those that stop a server start their own).
 .PHONY: postgres
 postgres:
-	sh .ci/ensure-postgres
+	@$(ENSURE) .ci/ensure-postgres
 
 # tests/test_deploy.py verifies etc/beacon.service with systemd-analyze:
 # install it (Debian's systemd package) where it is missing and we may.
 .PHONY: systemd-analyze
 systemd-analyze:
-	sh .ci/ensure-systemd-analyze
+	@$(ENSURE) .ci/ensure-systemd-analyze
 
 # tests/test_web_console.py drives `beacon review web` in headless Chromium:
 # install Debian's chromium and chromium-driver where they are missing and we
 # may.
 .PHONY: chromium
 chromium:
-	sh .ci/ensure-chromium
+	@$(ENSURE) .ci/ensure-chromium
 
 # Regenerate beacon/proto's modules from beacon/proto/a2a.proto with
 # grpcio-tools (tests/test_proto.py checks that this changes nothing).

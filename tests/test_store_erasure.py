@@ -29,9 +29,8 @@ import pytest
 import pytest_twisted
 from peers.postgres import (  # noqa: F401 (fixtures)
     PrivateCluster,
-    in_ci,
     private_cluster,
-    private_cluster_unavailable,
+    require_private_cluster,
 )
 from store_support import DECIDED_AT, structured, submission, text
 from twisted.internet import reactor as _reactor
@@ -130,14 +129,8 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[PrivateCluster]:
     parameter says (C{on} is PostgreSQL's default), and Beacon's database
     in it; skipped where none can run (failed when C{CI=true}).
     """
-    why = private_cluster_unavailable()
-    if why is not None:
-        if in_ci():
-            pytest.fail(f"CI=true: {why}", pytrace=False)
-        pytest.skip(why)
-    with PrivateCluster() as cluster:
-        with open(os.path.join(cluster.data, "postgresql.conf"), "a") as conf:
-            conf.write(f"\nwal_recycle = {request.param}\n")
+    require_private_cluster()
+    with PrivateCluster(settings={"wal_recycle": request.param}) as cluster:
         cluster.start()
         with psycopg.connect(cluster.url, autocommit=True) as connection:
             connection.execute(f"CREATE DATABASE {DATABASE}")

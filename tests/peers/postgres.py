@@ -12,6 +12,13 @@ C{CI=true}: then they fail.
 Import the fixtures into a test module to use them::
 
     from peers.postgres import pg_url, postgresql  # noqa: F401
+
+A test that stops, restarts, reconfigures or breaks its server uses a
+cluster of its own instead (L{PrivateCluster}, the C{private_cluster}
+fixture): initdb in a temporary directory, a free port of 127.0.0.1, run by
+an unprivileged user. No test does any of that to the shared server; a test
+that ends sessions there ends only its own (found by their
+C{application_name}).
 """
 
 from __future__ import annotations
@@ -192,35 +199,48 @@ def pg_url(pg_schema: tuple[str, str]) -> str:
     return pg_schema[1]
 
 
-# A cluster of one test's own, to stop and start.
+# A cluster of one test's own, to stop, start or break: a test never stops,
+# restarts, reconfigures or ends others' sessions of the machine's server
+# (ADMIN_URL), which other test runs and programs share.
 
 
 def _binaries() -> str | None:
-    """The directory of PostgreSQL's server programs (initdb, pg_ctl), if installed."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    """
+    The directory of PostgreSQL's server programs (initdb, pg_ctl), if
+    installed: Debian's newest /usr/lib/postgresql/<version>/bin, or the
+    one on the PATH.
+    """
+
+    def version(pg_ctl: str) -> tuple[int, ...]:
+        name = pg_ctl.split("/")[-3]
+        return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version)
     if found:
         return os.path.dirname(found[-1])
     pg_ctl = shutil.which("pg_ctl")
     return os.path.dirname(pg_ctl) if pg_ctl else None
 
 
-def _as_postgres() -> list[str] | None:
+def _server_user() -> tuple[list[str], str | None] | None:
     """
-    The prefix that runs a program as the user C{postgres} (PostgreSQL's
-    server refuses to run as root): none when we are that user, C{runuser}
-    when we are root; None when we cannot.
+    How to run PostgreSQL's programs, which refuse to run as root: as
+    ourselves when we are not root (the prefix is empty, no user to give
+    the files to); as root, as the user C{postgres} (or C{nobody} where
+    there is none) through C{runuser}. None when we cannot.
     """
-    try:
-        import pwd
+    import pwd
 
-        me = pwd.getpwuid(os.geteuid()).pw_name
-        pwd.getpwnam("postgres")
-    except KeyError:
+    if os.geteuid() != 0:
+        return [], None
+    if shutil.which("runuser") is None:
         return None
-    if me == "postgres":
-        return []
-    if os.geteuid() == 0 and shutil.which("runuser"):
-        return ["runuser", "-u", "postgres", "--"]
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return ["runuser", "-u", name, "--"], name
     return None
 
 
@@ -228,9 +248,21 @@ def private_cluster_unavailable() -> str | None:
     """Why this process cannot run a L{PrivateCluster}, or None if it can."""
     if _binaries() is None:
         return "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
-    if _as_postgres() is None:
-        return "only root or the user postgres may run a PostgreSQL server here"
+    if _server_user() is None:
+        return "running as root without runuser, or without a postgres or nobody user to run a server as"
     return None
+
+
+def require_private_cluster() -> None:
+    """
+    Skip the calling test where no L{PrivateCluster} can run here; fail it
+    instead when C{CI=true}, where these tests must run.
+    """
+    why = private_cluster_unavailable()
+    if why is not None:
+        if in_ci():
+            pytest.fail(f"CI=true: {why}", pytrace=False)
+        pytest.skip(why)
 
 
 class PrivateCluster:
@@ -238,27 +270,44 @@ class PrivateCluster:
     A PostgreSQL server of one test's own: a cluster made with C{initdb} in
     a temporary directory, listening on a free port of 127.0.0.1 and a
     socket directory of its own, with trust authentication for
-    C{postgres}. A test may stop and start it without touching the
-    machine's cluster, which other test runs share.
+    C{postgres}. A test may stop, start or reconfigure it without touching
+    the machine's server, which other test runs share. As root, its
+    programs run as an unprivileged user (L{_server_user}), who owns its
+    files.
 
     Use it as a context manager: it is stopped and removed on exit.
+
+    @ivar directory: The temporary directory: the cluster (C{data}), the
+        server's socket and its log.
+    @ivar port: Its TCP port on 127.0.0.1, chosen at the first L{start}.
     """
 
-    def __init__(self) -> None:
-        bindir = _binaries()
-        prefix = _as_postgres()
-        assert bindir is not None and prefix is not None, private_cluster_unavailable()
-        self._bindir = bindir
-        self._prefix = prefix
-        import pwd
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        """
+        Make the cluster (C{initdb}); it is not started.
 
-        owner = pwd.getpwnam("postgres")
+        @param settings: Server settings for every start (C{postgres -c
+            name=value}), beside the address, port and socket directory.
+        """
+        bindir = _binaries()
+        user = _server_user()
+        assert bindir is not None and user is not None, private_cluster_unavailable()
+        self._bindir = bindir
+        self._prefix, owner = user
+        self._settings = dict(settings or {})
         self.directory = tempfile.mkdtemp(prefix="beacon-pg-")
-        os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+        if owner is not None:
+            import pwd
+
+            entry = pwd.getpwnam(owner)
+            os.chown(self.directory, entry.pw_uid, entry.pw_gid)
         os.chmod(self.directory, 0o700)
         self.data = os.path.join(self.directory, "data")
         self.port = 0
-        self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+        made = self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+        if made.returncode != 0:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise AssertionError(f"initdb failed: {made.stderr.strip()}")
 
     @property
     def url(self) -> str:
@@ -269,29 +318,33 @@ class PrivateCluster:
         return subprocess.run(
             [*self._prefix, os.path.join(self._bindir, program), *args],
             capture_output=True, text=True, timeout=CLUSTER_TIMEOUT,
+            stdin=subprocess.DEVNULL,
         )
 
     def start(self) -> None:
         """
-        Start the server and wait until it accepts connections; the first
-        start chooses a free port (another, should the port be taken in
-        between), later ones keep it.
+        Start the server and return once it accepts connections (C{pg_ctl
+        -w} waits for the server to say so in its C{postmaster.pid}); the
+        first start chooses a free port (another, should the port be taken
+        in between), later ones keep it.
 
         @raises AssertionError: It did not start.
         """
         for _ in range(3):
             if not self.port:
                 self.port = _free_port()
-            options = (
-                f"-c listen_addresses=127.0.0.1 -c port={self.port}"
-                f" -c unix_socket_directories={self.directory}"
-            )
+            settings = {
+                "listen_addresses": "127.0.0.1",
+                "port": str(self.port),
+                "unix_socket_directories": self.directory,
+                **self._settings,
+            }
+            options = " ".join(f"-c {name}={value}" for name, value in settings.items())
             done = self._run(
                 "pg_ctl", "-D", self.data, "-l", os.path.join(self.directory, "log"),
                 "-w", "-t", str(int(CLUSTER_TIMEOUT)), "-o", options, "start",
             )
             if done.returncode == 0:
-                # pg_ctl -w returned once the server accepts connections.
                 return
             log = self.log()
             if "could not bind" not in log and "Address already in use" not in log:
@@ -330,11 +383,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
     A started L{PrivateCluster}, removed afterwards; skips the test where
     none can run (fails it when C{CI=true}).
     """
-    why = private_cluster_unavailable()
-    if why is not None:
-        if in_ci():
-            pytest.fail(f"CI=true: {why}", pytrace=False)
-        pytest.skip(why)
+    require_private_cluster()
     with PrivateCluster() as cluster:
         cluster.start()
         yield cluster
