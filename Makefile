@@ -97,6 +97,16 @@ systemd-analyze:
 chromium:
 	@$(ENSURE) .ci/ensure-chromium
 
+# etc/beacon.service booted under a real systemd: a throwaway Debian
+# container (debootstrap, systemd-nspawn --boot) where the manual's steps
+# install Beacon; the unit must come up sandboxed, answer on the
+# container's loopback and stop cleanly (tools/deploy-check --help; not
+# part of `make test`): about 4 minutes, as root, with Debian's debootstrap
+# and systemd-container.
+.PHONY: deploy-check
+deploy-check: $(STAMP)
+	$(BIN)/python tools/deploy-check $(DEPLOY_CHECK_ARGS)
+
 # Regenerate beacon/proto's modules from beacon/proto/a2a.proto with
 # grpcio-tools (tests/test_proto.py checks that this changes nothing).
 .PHONY: proto

@@ -13,12 +13,19 @@ container image (Dockerfile), and what the checkout carries for them
   entry point runs the C{beacon} plugin with options it accepts: checked
   always. The image is built and run only where a container engine answers
   (skipped otherwise, or when the registry cannot be reached, saying so);
-  the containers it runs have no network.
+  the containers it runs have no network; a docker client without a daemon
+  does not hide a podman that answers.
+- tools/deploy-check (C{make deploy-check}, which boots the unit under
+  systemd in a Debian container; root and minutes, so not run here)
+  installs Beacon with the manual's systemd steps, and says what it lacks
+  where it cannot run.
 """
 
 from __future__ import annotations
 
 import configparser
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -214,7 +221,12 @@ def test_dockerignore_keeps_local_state_out() -> None:
 
 
 def _engine() -> str:
-    """The container engine's command, or skip saying why there is none."""
+    """
+    The first container engine (docker, podman) that answers, or skip
+    saying why none does: a docker client without a daemon does not hide
+    a podman that works.
+    """
+    reasons = []
     for name in ("docker", "podman"):
         path = shutil.which(name)
         if path is None:
@@ -225,18 +237,22 @@ def _engine() -> str:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            pytest.skip(f"{name} info did not answer within {TOOL_TIMEOUT:g} s")
+            reasons.append(f"{name} info did not answer within {TOOL_TIMEOUT:g} s")
+            continue
         if info.returncode == 0:
             return path
-        reason = (info.stderr.strip().splitlines() or ["no reason given"])[-1]
-        pytest.skip(f"no container engine answers ({name} info: {reason})")
-    pytest.skip("no container engine (docker or podman) is installed")
+        reasons.append(f"{name} info: {(info.stderr.strip().splitlines() or ['no reason given'])[-1]}")
+    if not reasons:
+        pytest.skip("no container engine (docker or podman) is installed")
+    pytest.skip(f"no container engine answers ({'; '.join(reasons)})")
 
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str], timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
         )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{' '.join(argv)} did not finish within {timeout:g} s: {e}")
@@ -286,3 +302,66 @@ def test_make_run_leaves_nothing_for_git(tmp_path: Path) -> None:
     paths = ["twistd.pid", "twistd.log", "twistd.log.1", "beacon-data/beacon.sqlite3", "beacon-data/operator.sock"]
     done = _run([git, "-C", str(ROOT), "check-ignore", "--no-index", *paths], TOOL_TIMEOUT)
     assert sorted(done.stdout.split()) == sorted(paths), done.stdout + done.stderr
+
+
+# tools/deploy-check (make deploy-check): the unit booted under systemd.
+
+DEPLOY_CHECK = ROOT / "tools" / "deploy-check"
+
+
+def load_deploy_check() -> Any:
+    loader = importlib.machinery.SourceFileLoader("deploy_check_tool", str(DEPLOY_CHECK))
+    spec = importlib.util.spec_from_loader("deploy_check_tool", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def manual_systemd_steps() -> list[str]:
+    """The manual's "With systemd" commands: the literal block that makes the user beacon."""
+    manuals = [ROOT / "README.rst", *sorted((ROOT / "docs").rglob("*.rst"))]
+    for manual in manuals:
+        lines = manual.read_text().splitlines() if manual.exists() else []
+        for i, line in enumerate(lines):
+            if line.strip().startswith("useradd --system --home-dir /var/lib/beacon"):
+                block = []
+                for following in lines[i:]:
+                    if not following.startswith("    "):
+                        break
+                    block.append(following.split("  #", 1)[0].strip())
+                return block
+    raise AssertionError("no manual holds the systemd steps (useradd ... /var/lib/beacon)")
+
+
+def test_deploy_check_runs_the_manuals_systemd_steps() -> None:
+    """
+    tools/deploy-check installs Beacon in its container with the manual's
+    commands, but for the two differences its docstring names: pip installs
+    from wheels built on the host, and the unit is enabled without --now
+    (the boot starts it); the journal is read by the tool itself.
+    """
+    tool = load_deploy_check()
+    expected = [
+        step.replace(
+            "/opt/beacon/bin/pip install .",
+            "/opt/beacon/bin/pip install --no-index --find-links /root/wheelhouse beacon",
+        ).replace("systemctl daemon-reload && systemctl enable --now beacon", "systemctl enable beacon")
+        for step in manual_systemd_steps()
+        if not step.startswith("journalctl")
+    ]
+    assert tool.INSTALL.splitlines() == ["set -e", "cd /root/beacon", *expected]
+
+
+def test_deploy_check_that_cannot_run_says_why(tmp_path: Path) -> None:
+    """Without its programs (or root) it says what it needs and exits 2, touching nothing."""
+    done = _run([sys.executable, str(DEPLOY_CHECK)], TOOL_TIMEOUT, env={"PATH": str(tmp_path)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    if os.geteuid() == 0:
+        assert line == (
+            "deploy-check: cannot run: debootstrap, systemd-nspawn, nsenter, journalctl, git missing:"
+            " apt-get install debootstrap git systemd systemd-container util-linux"
+        )
+    else:
+        assert line == "deploy-check: cannot run: it needs root (debootstrap and systemd-nspawn)"
