@@ -273,7 +273,7 @@ def operator_door(
 
 
 #: The start-up error of a gRPC listener without grpcio.
-GRPC_EXTRA_MISSING = "[grpc] listen needs the grpc extra: pip install 'beacon[grpc]'"
+GRPC_EXTRA_MISSING = "[grpc] listen needs the grpc extra: pip install 'beacon-a2a[grpc]'"
 
 
 class GRPCService(Service):

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from beacon.proto import a2a_pb2
     except ImportError as e:
-        print(f"grpc_load: grpcio and protobuf are needed (pip install 'beacon[grpc]'): {e}", file=sys.stderr)
+        print(f"grpc_load: grpcio and protobuf are needed (pip install 'beacon-a2a[grpc]'): {e}", file=sys.stderr)
         return 2
     try:
         result = asyncio.run(drive(args, grpc, a2a_pb2))

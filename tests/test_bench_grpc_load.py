@@ -66,7 +66,7 @@ def test_without_grpcio_and_unreachable() -> None:
     """No grpcio: one line, exit 2. Nothing answering: exit 1 once --connect-timeout passes. Bad arguments: exit 2."""
     missing = run("--target", "127.0.0.1:1", "--duration", "1", "--json", prelude="import sys; sys.modules['grpc'] = None")
     assert missing.returncode == 2 and missing.stdout == ""
-    assert len(missing.stderr.splitlines()) == 1 and "pip install 'beacon[grpc]'" in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1 and "pip install 'beacon-a2a[grpc]'" in missing.stderr
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]

@@ -617,15 +617,15 @@ sys.exit(main())
 
 
 def test_without_grpcio() -> None:
-    """Without grpcio, beacon.client imports and skips a gRPC interface the card lists first, choosing the next; a card with only gRPC, a gRPC client and beacon send --binding grpc each say, in one line, to pip install 'beacon[grpc]'."""
+    """Without grpcio, beacon.client imports and skips a gRPC interface the card lists first, choosing the next; a card with only gRPC, a gRPC client and beacon send --binding grpc each say, in one line, to pip install 'beacon-a2a[grpc]'."""
     done = subprocess.run(
         [sys.executable, "-c", NO_GRPC], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent
     )
     lines = done.stdout.splitlines()
     assert lines == [
         "jsonrpc",
-        "no interface of the card can be used: GRPC 1.0: needs grpcio (pip install 'beacon[grpc]')",
-        "the gRPC binding needs grpcio: pip install 'beacon[grpc]'",
+        "no interface of the card can be used: GRPC 1.0: needs grpcio (pip install 'beacon-a2a[grpc]')",
+        "the gRPC binding needs grpcio: pip install 'beacon-a2a[grpc]'",
     ], done.stdout + done.stderr
-    assert done.stderr == "beacon: --binding grpc needs grpcio: pip install 'beacon[grpc]'\n"
+    assert done.stderr == "beacon: --binding grpc needs grpcio: pip install 'beacon-a2a[grpc]'\n"
     assert done.returncode == 1

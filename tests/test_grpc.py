@@ -381,7 +381,7 @@ def test_without_grpcio_a_listener_is_a_startup_error(tmp_path: Any) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("[grpc] listen needs the grpc extra: pip install 'beacon[grpc]'")
+    assert lines[0].startswith("[grpc] listen needs the grpc extra: pip install 'beacon-a2a[grpc]'")
     assert lines[1] == "without [grpc] it starts"
 
 

@@ -72,7 +72,7 @@ from beacon.client._transport import Deadline
 from beacon.protocol import A2A_DOMAIN, CODE_OF_REASON, ERROR_INFO_TYPE
 
 #: What to install for this binding.
-GRPC_EXTRA = "pip install 'beacon[grpc]'"
+GRPC_EXTRA = "pip install 'beacon-a2a[grpc]'"
 #: The one line said when grpcio (or protobuf) is missing.
 GRPC_MISSING = f"the gRPC binding needs grpcio: {GRPC_EXTRA}"
 #: The service every call goes to.

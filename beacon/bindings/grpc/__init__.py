@@ -5,7 +5,7 @@ L{GRPCServer} (grpcio's server over it, which checks a call's credential
 and its source's calls in progress before a worker waits for its request
 message, and bounds that wait). Importing this module imports grpcio and
 the generated protobuf modules: import it only where gRPC is configured
-(C{pip install 'beacon[grpc]'}).
+(C{pip install 'beacon-a2a[grpc]'}).
 """
 
 from beacon.bindings.grpc._server import (
