@@ -4,7 +4,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The extras `make run` installs besides Beacon, comma-separated: none by
+# default, since the embedded defaults need none; `make run EXTRAS=grpc` for
+# a [grpc] listener. `make test` installs the test extra (grpc's packages
+# among them). Each set has its own stamp, .venv/.installed[-EXTRAS].
+EXTRAS ?=
+comma := ,
+STAMP := $(VENV)/.installed$(if $(EXTRAS),-$(subst $(comma),-,$(EXTRAS)))
 TEST_STAMP := $(VENV)/.installed-test
 DOCS_STAMP := $(VENV)/.installed-docs
 
@@ -14,20 +20,23 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# A path-based ("compat") editable install, so that twisted.plugins is found
-# through sys.path; the plugin cache is regenerated after every install.
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/python -m pip install --quiet -e . --config-settings editable_mode=compat
+# An editable install in setuptools' default mode. Twisted finds plugins in
+# the twisted/plugins folders on sys.path, so the checkout itself must be on
+# it, not only behind an import hook: setup.cfg's package_dir names the
+# checkout as the one root of every package, a layout setuptools installs as
+# a plain .pth of that folder (no deprecated "compat" mode, no warning). The
+# plugin cache is regenerated after every install.
+define install
+	$(BIN)/python -m pip install --quiet -e '.$(1)'
 	$(BIN)/python -c "from twisted.plugin import IPlugin, getPlugins; list(getPlugins(IPlugin))"
 	touch $@
+endef
 
-$(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
-	touch $@
+$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
+	$(call install,)
 
-$(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[docs]' --config-settings editable_mode=compat
-	touch $@
+$(VENV)/.installed-%: $(BIN)/python setup.cfg pyproject.toml
+	$(call install,[$(subst -,$(comma),$*)])
 
 install: $(STAMP)
 
@@ -131,7 +140,7 @@ bench-reader: $(STAMP) postgres
 	$(BIN)/python bench/reader.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info twisted/plugins/dropin.cache
+	rm -rf $(VENV) build dist *.egg-info twisted/plugins/dropin.cache
 
 # The manual (docs/), as HTML in build/docs/index.html, warnings as errors.
 .PHONY: docs
