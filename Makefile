@@ -52,7 +52,7 @@ run: $(STAMP)
 # channel off (twisted.web answering every request), so that both of
 # Beacon's HTTP paths are held to the same tests.
 TWISTED_WEB_SUITES := tests/test_behaviour.py tests/test_http.py tests/test_rest.py tests/test_native.py \
-	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py \
+	tests/test_auth.py tests/test_operator.py tests/test_limits.py tests/test_hostile.py tests/test_landing.py \
 	$(wildcard tests/test_websocket*.py)
 
 test: $(TEST_STAMP) postgres systemd-analyze chromium

@@ -130,11 +130,14 @@ class BeaconResources:
 
     def mount(self, root: Resource) -> Resource:
         """
-        Put every public resource into C{root}, beside what it holds.
+        Put every public resource into C{root}, beside what it holds, the
+        landing page at C{/} too.
         """
         self.native.mount(self.a2a.mount(root))
         # WEBSOCKET_PATH, beside /a2a/v1 in the container a2a.mount made.
         root.children[b"a2a"].putChild(b"ws", WebSocketResource(self.websocket))
+        # The landing page at /, made from the card.
+        root.putChild(b"", self.a2a.landing)
         return root
 
     def publish(self, public_url: str) -> None:

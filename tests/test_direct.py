@@ -166,6 +166,12 @@ PLAIN = {
     ),
     "card bad If-Modified-Since": get(b"/.well-known/agent-card.json", b"If-Modified-Since: never\r\n"),
     "card POST": post(b"{}", b"/.well-known/agent-card.json"),
+    "landing": get(b"/"),
+    "landing, a browser": get(b"/", b"Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\n"),
+    "landing HEAD": get(b"/", b"Accept: text/html\r\n", method=b"HEAD"),
+    "landing If-None-Match *": get(b"/", b"If-None-Match: *\r\n"),
+    "landing POST": post(b"{}", b"/"),
+    "under the landing": get(b"//a2a/v1"),
     "SendMessage": post(SEND),
     "SendMessage, version in the query": post(SEND, b"/a2a/v1?A2A-Version=1.0").replace(
         b"A2A-Version: 1.0\r\n", b""
@@ -963,6 +969,11 @@ def test_routes_only_through_beacons_containers() -> None:
     assert direct_resource(root, b"/box/fast/") == (fast, [b""])
     assert direct_resource(root, b"/box//fast") is None
     assert direct_resource(root, b"/") is None
+    # The first segment may be empty: the root's child b"" (the landing page).
+    root.putChild(b"", fast)
+    assert direct_resource(root, b"/") == (fast, [])
+    assert direct_resource(root, b"//more") == (fast, [b"more"])
+    assert direct_resource(root, b"/box//fast") is None
 
 
 #: Field blocks (a request head after its request line) and how the
@@ -1157,12 +1168,13 @@ _PATHS = [
 _HEADER_NAMES = [
     b"Host", b"A2A-Version", b"a2a-extensions", b"Connection", b"If-None-Match",
     b"If-Modified-Since", b"Content-Type", b"X-Forwarded-For", b"Authorization", b"X-Other",
-    b"Transfer-Encoding", b"Content-Length", b"Expect",
+    b"Transfer-Encoding", b"Content-Length", b"Expect", b"Accept",
 ]
 _HEADER_VALUES = [
     b"1.0", b"0.3", b"", b"close", b"keep-alive", b"*", b"application/json",
     b"text/plain", b"Thu, 01 Jan 2099 00:00:00 GMT", b"https://x/e1, https://x/e2", b"\xe9t\xe9",
     b"chunked", b"identity", b"0", b"100-continue", b"x, close",
+    b"text/html", b"text/html;q=0.5, application/json",
 ]
 
 

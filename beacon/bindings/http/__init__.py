@@ -9,7 +9,7 @@ machinery).
 Its modules: C{_site} (the site, its channel and request), C{_direct}
 (the direct channel) and C{_direct_request} (its request, and what it asks
 of a resource), C{_jsonrpc} (the card's document resource and the JSON-RPC
-resource), C{_rest} (the HTTP+JSON binding's routes), C{_native} (the
+resource), C{_landing} (the landing page at C{/}), C{_rest} (the HTTP+JSON binding's routes), C{_native} (the
 native door), C{_public} (the public surface assembled).
 """
 
@@ -23,6 +23,7 @@ from beacon.bindings.admission import (
 )
 from beacon.bindings.http._direct_request import IDirectRequest, IDirectResource
 from beacon.bindings.http._jsonrpc import DocumentResource, JSONRPCResource, PreparedDocument
+from beacon.bindings.http._landing import LandingResource
 from beacon.bindings.http._native import NativeResources, StatusResource, SubmissionsResource
 from beacon.bindings.http._public import PublicResources, public_resources
 from beacon.bindings.http._rest import A2A_JSON_TYPE, RESTResource
@@ -39,6 +40,7 @@ __all__ = [
     "IDirectRequest",
     "IDirectResource",
     "JSONRPCResource",
+    "LandingResource",
     "LimitedRequest",
     "NativeResources",
     "PreparedDocument",

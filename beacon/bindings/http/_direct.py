@@ -10,7 +10,8 @@ I{plain} it renders the addressed resource itself, with a
 L{DirectRequest}:
 
     - the request line is C{GET}, C{HEAD} or C{POST}, an origin-form path
-      without percent-escapes or empty segments, and C{HTTP/1.1};
+      without percent-escapes or empty segments (C{/} itself aside), and
+      C{HTTP/1.1};
     - every header line is a token, a colon and a value of visible
       characters (no obs-fold, no control characters), at most
       C{MAX_HEADERS} lines and C{MAX_HEAD} bytes in all;

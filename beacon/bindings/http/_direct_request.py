@@ -159,7 +159,8 @@ def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
     L{Container}s only (whose children are found in C{children} and nowhere
     else) and it provides L{IDirectResource}; otherwise None. As twisted.web
     traverses, a leaf resource takes the rest of the path, a trailing empty
-    segment too (C{/a2a/v1/}).
+    segment too (C{/a2a/v1/}); the first segment may be empty (C{/}: the
+    root's child C{b""}, as twisted.web finds it), no other.
     """
     found = root
     segments = path[1:].split(b"/")
@@ -168,7 +169,9 @@ def direct_resource(root: Any, path: bytes) -> tuple[Any, list[bytes]] | None:
             if getattr(found, "isLeaf", False) and IDirectResource.providedBy(found):
                 return found, segments[index:]
             return None
-        if not segment:
+        if not segment and index:
+            # An empty segment after the first: handed over. (The first
+            # names the root's child b"": the landing page at /.)
             return None
         found = found.children.get(segment)
         if found is None:

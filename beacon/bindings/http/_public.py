@@ -1,7 +1,8 @@
 """
 The public A2A surface as resources, ready to mount into any root: the agent
 card, the JSON-RPC endpoint and the HTTP+JSON interface, over one
-dispatcher and one set of transport limits.
+dispatcher and one set of transport limits; and the landing page made from
+the card, for a root of Beacon's own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from beacon.bindings.http._jsonrpc import (
     JSONRPCResource,
     PreparedDocument,
 )
+from beacon.bindings.http._landing import LandingResource
 from beacon.bindings.http._rest import RESTResource
 from beacon.protocol import Dispatcher
 
@@ -24,13 +26,16 @@ from beacon.protocol import Dispatcher
 class PublicResources:
     """
     The public surface as resources: the agent card, the JSON-RPC endpoint
-    and the HTTP+JSON interface.
+    and the HTTP+JSON interface; and the landing page, which L{mount} leaves
+    out (it would take C{/} from the root it is given: Beacon's own site
+    mounts it, C{root.putChild(b"", resources.landing)}).
     """
 
     card: PreparedDocument
     card_resource: DocumentResource
     jsonrpc: JSONRPCResource
     rest: RESTResource
+    landing: LandingResource
 
     def mount(self, root: Resource) -> Resource:
         """
@@ -64,6 +69,7 @@ def public_resources(
         card_resource=DocumentResource(card, max_age=card_max_age),
         jsonrpc=JSONRPCResource(dispatcher, limits, extensions=extensions),
         rest=RESTResource(dispatcher, limits, extensions=extensions),
+        landing=LandingResource(card, max_age=card_max_age),
     )
 
 
