@@ -153,6 +153,16 @@ def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_beacon_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    No test (nor a command it runs) finds the operator socket through the
+    environment of the person running the suite: BEACON_SOCKET is unset,
+    unless the test sets it.
+    """
+    monkeypatch.delenv("BEACON_SOCKET", raising=False)
+
+
 #: The project's root: where a delayed call was scheduled is told relative to it.
 _ROOT = Path(__file__).resolve().parent.parent
 _PROJECT = (str(_ROOT / "beacon") + os.sep, str(_ROOT / "tests") + os.sep)

@@ -856,8 +856,66 @@ async def test_cli_unknown_id_and_missing_socket(beacon: InProcessBeacon, tmp_pa
     path = tmp_path / "nowhere" / "operator.sock"
     assert (missing.code, missing.err) == (
         1,
-        f"beacon: cannot reach Beacon at {path}: no such socket (is twistd beacon running?)\n",
+        f"beacon: cannot reach Beacon at {path}: no such socket (is twistd beacon running?"
+        " point to its socket with --socket PATH, --data DIR or BEACON_SOCKET=PATH)\n",
     )
+
+
+def test_the_socket_is_the_flag_then_the_environment_then_the_default() -> None:
+    """--socket, then --data, then BEACON_SOCKET (unless empty), then ./beacon-data/operator.sock; each says where it came from."""
+    environ = {"BEACON_SOCKET": "/env/operator.sock"}
+
+    def named(*argv: str, environ: dict[str, str] = environ) -> tuple[str, str]:
+        return _review.socket_path(cli.parse_args(["review", *argv, "list"]), environ)
+
+    assert named("--socket", "/flag.sock") == ("/flag.sock", "--socket")
+    assert named("--data", "/data") == (os.path.join("/data", "operator.sock"), "--data")
+    assert named() == ("/env/operator.sock", "from BEACON_SOCKET")
+    assert named(environ={"BEACON_SOCKET": ""}) == (_review.DEFAULT_SOCKET, "the default")
+    assert named(environ={}) == (os.path.join("beacon-data", "operator.sock"), "the default")
+
+
+@pytest_twisted.ensureDeferred
+async def test_beacon_socket_reaches_beacon_from_anywhere(
+    beacon: InProcessBeacon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From another directory, BEACON_SOCKET finds Beacon; --socket and --data still win over it; a wrong one is named as such."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    default = await review("list")
+    assert default.code == 1
+    assert default.err == (
+        f"beacon: cannot reach Beacon at {os.path.join(os.getcwd(), 'beacon-data', 'operator.sock')} (the default):"
+        " no such socket (is twistd beacon running? point to its socket with --socket PATH,"
+        " --data DIR or BEACON_SOCKET=PATH)\n"
+    )
+    monkeypatch.setenv("BEACON_SOCKET", beacon.socket)
+    found = await review("list")
+    assert (found.code, found.out, found.err) == (0, "No submissions.\n", "")
+    monkeypatch.setenv("BEACON_SOCKET", str(tmp_path / "wrong.sock"))
+    wrong = await review("list")
+    assert wrong.code == 1
+    assert wrong.err.startswith(
+        f"beacon: cannot reach Beacon at {tmp_path / 'wrong.sock'} (from BEACON_SOCKET): no such socket"
+    )
+    assert (await review("list", "--socket", beacon.socket)).code == 0
+    assert (await review("list", "--data", str(beacon.data))).code == 0
+
+
+def test_help_says_how_to_start_beacon_and_where_the_socket_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """beacon --help names twistd -n beacon, make run and the manual; beacon review --help the socket's order, BEACON_SOCKET included."""
+    assert cli.main(["--help"]) == 0
+    top = " ".join(capsys.readouterr().out.split())
+    assert "twistd -n beacon" in top
+    assert "make run in a source checkout" in top
+    assert "The manual is docs/ in Beacon's source." in top
+    assert cli.main(["review", "--help"]) == 0
+    review_help = " ".join(capsys.readouterr().out.split())
+    assert (
+        "The operator socket is the first of: --socket PATH; --data DIR (DIR/operator.sock);"
+        " the environment variable BEACON_SOCKET; ./beacon-data/operator.sock"
+    ) in review_help
 
 
 @pytest.mark.parametrize(
@@ -1070,7 +1128,8 @@ def test_e2e_unreachable_socket(tmp_path: Path) -> None:
     result = run_beacon("review", "list", cwd=tmp_path)
     expected = tmp_path / "beacon-data" / "operator.sock"
     assert assert_one_error_line(result) == (
-        f"beacon: cannot reach Beacon at {expected}: no such socket (is twistd beacon running?)"
+        f"beacon: cannot reach Beacon at {expected} (the default): no such socket (is twistd"
+        " beacon running? point to its socket with --socket PATH, --data DIR or BEACON_SOCKET=PATH)"
     )
     stale = tmp_path / "stale.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -30,9 +30,9 @@ Read and decide on submissions through Beacon's operator door::
     beacon review web [--listen ENDPOINT] [--no-browser]
 
 C{--socket PATH}, C{--data DIR} or C{--discovery FILE} (the bearer door's
-file) say where Beacon is, anywhere after C{beacon review}; the default is
-C{./beacon-data/operator.sock}, the socket C{twistd beacon} makes when
-started in the current directory.
+file) say where Beacon is, anywhere after C{beacon review}; without them,
+the socket C{$BEACON_SOCKET} names, else C{./beacon-data/operator.sock},
+the socket C{twistd beacon} makes when started in the current directory.
 
 Exit codes: 0 success, 1 error (Beacon not reachable, an unknown id, a
 refused decision), 2 usage. An error is one line on stderr, never a

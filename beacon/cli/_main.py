@@ -24,7 +24,12 @@ from beacon.cli._options import Parser
 def build_parser() -> argparse.ArgumentParser:
     """The C{beacon} argument parser."""
     parser = Parser(
-        prog="beacon", description="Beacon: an A2A 1.0 front door for a human-read inbox."
+        prog="beacon",
+        description="Beacon: an A2A 1.0 front door for a human-read inbox.",
+        epilog="These commands talk to a running Beacon, or to other agents. Start\n"
+        "Beacon itself with: twistd -n beacon (its options: twistd beacon --help),\n"
+        "or make run in a source checkout. The manual is docs/ in Beacon's source.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"beacon {__version__}")
     commands = parser.add_subparsers(dest="area", metavar="COMMAND", required=True)

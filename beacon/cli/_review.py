@@ -14,7 +14,7 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from beacon.interfaces import IBeaconReactor
@@ -65,6 +65,11 @@ from beacon.protocol.query import TaskQuery
 
 #: Where C{twistd beacon} puts its operator socket when started here.
 DEFAULT_SOCKET = os.path.join("beacon-data", "operator.sock")
+#: The environment variable naming the operator socket when neither
+#: C{--socket} nor C{--data} (nor C{--discovery}) does.
+SOCKET_VARIABLE = "BEACON_SOCKET"
+#: How to point C{beacon review} at another Beacon, said when it finds none.
+ELSEWHERE = f"point to its socket with --socket PATH, --data DIR or {SOCKET_VARIABLE}=PATH"
 #: How many tasks C{review list} shows by default.
 DEFAULT_LIMIT = 50
 #: How many ids one C{beacon.review.DecideMany} call carries.
@@ -84,9 +89,13 @@ def describe(error: ClientError, args: argparse.Namespace) -> str:
     if isinstance(error, TransportError):
         reason = inert(error.reason)
         hint = ""
-        if reason == "no such socket" or reason.startswith("connection refused"):
-            hint = " (is twistd beacon running?)"
-        return f"cannot reach Beacon at {inert(error.address)}: {reason}{hint}"
+        source = getattr(args, "socket_source", None)
+        if source is not None and (
+            reason == "no such socket" or reason.startswith("connection refused")
+        ):
+            hint = f" (is twistd beacon running? {ELSEWHERE})"
+        where = f" ({source})" if source in ("the default", f"from {SOCKET_VARIABLE}") else ""
+        return f"cannot reach Beacon at {inert(error.address)}{where}: {reason}{hint}"
     if isinstance(error, Timeout):
         return (
             f"no answer from Beacon at {inert(error.address)} within {error.seconds:g} s"
@@ -474,11 +483,31 @@ def make_client(reactor: IBeaconReactor, args: argparse.Namespace) -> OperatorCl
     discovery = getattr(args, "discovery", None)
     if discovery is not None:
         return OperatorClient.from_discovery(reactor, discovery, timeout=timeout)
-    socket = getattr(args, "socket", None)
-    data = getattr(args, "data", None)
-    if socket is None:
-        socket = os.path.join(data, "operator.sock") if data is not None else DEFAULT_SOCKET
+    socket, args.socket_source = socket_path(args)
     return OperatorClient(reactor, socket_path=socket, timeout=timeout)
+
+
+def socket_path(
+    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
+) -> tuple[str, str]:
+    """
+    The operator socket the options name, and where it came from: the
+    first of C{--socket PATH}, C{--data DIR} (C{DIR/operator.sock}),
+    C{$BEACON_SOCKET} (unless empty) and L{DEFAULT_SOCKET}.
+
+    @return: The path, and C{"--socket"}, C{"--data"}, C{"from
+        BEACON_SOCKET"} or C{"the default"}.
+    """
+    socket = getattr(args, "socket", None)
+    if socket is not None:
+        return socket, "--socket"
+    data = getattr(args, "data", None)
+    if data is not None:
+        return os.path.join(data, "operator.sock"), "--data"
+    variable = environ.get(SOCKET_VARIABLE)
+    if variable:
+        return variable, f"from {SOCKET_VARIABLE}"
+    return DEFAULT_SOCKET, "the default"
 
 
 async def run(
@@ -539,7 +568,7 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
         "--socket",
         metavar="PATH",
         default=argparse.SUPPRESS,
-        help=f"the operator socket [default: ./{DEFAULT_SOCKET}]",
+        help=f"the operator socket [default: ${SOCKET_VARIABLE}, else ./{DEFAULT_SOCKET}]",
     )
     group.add_argument(
         "--data",
@@ -568,6 +597,11 @@ def add_parser(commands: Any) -> None:
         "review",
         help="read and decide on submissions (through the operator socket)",
         description="Read and decide on submissions through Beacon's operator door.",
+        epilog="The operator socket is the first of: --socket PATH; --data DIR\n"
+        f"(DIR/operator.sock); the environment variable {SOCKET_VARIABLE};\n"
+        f"./{DEFAULT_SOCKET} (where twistd beacon started in this directory\n"
+        "puts it). --discovery FILE talks to the bearer door instead.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _connection_options(review)
     actions = review.add_subparsers(dest="command", metavar="ACTION", required=True)
