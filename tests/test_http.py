@@ -362,6 +362,29 @@ def test_leaf_resources_have_no_sub_paths(beacon: Beacon, path: str) -> None:
     assert response.code == 404
 
 
+#: The start of a TLS 1.2/1.3 ClientHello: a handshake record, as a client
+#: given https:// sends it first to a plain HTTP port.
+CLIENT_HELLO = bytes.fromhex("16030100f8010000f40303") + bytes(32)
+
+
+@pytest.mark.parametrize("after", [b"", raw_post(b"{}")], ids=["first", "after a request"])
+def test_a_tls_handshake_is_answered_400_at_once(beacon: Beacon, logged_events: Any, after: bytes) -> None:
+    """A TLS ClientHello on the plain port (on a new connection, or after a request) is answered 400 at once and the connection closed, not left to its header timeout: a TLS client learns at once the port is no TLS one."""
+    channel, transport = connect(beacon)
+    if after:
+        channel.dataReceived(after)
+        transport.clear()
+    channel.dataReceived(CLIENT_HELLO)
+    raw = transport.value()
+    assert status_of(raw) == 400
+    assert raw.endswith(b'"this port speaks plain HTTP, not TLS: use http://"}}')
+    assert transport.disconnecting
+    assert [e["problem"] for e in logged_events.named("http.bad_request")] == [
+        "a TLS handshake on a plain HTTP port"
+    ]
+    channel.connectionLost(Failure(ConnectionDone()))
+
+
 def test_head_refusal_has_no_body(beacon: Beacon, logged_events: Any) -> None:
     """HEAD on the endpoint is 405 with an empty body, so Twisted has nothing to eat."""
     response = _sync.successResultOf(beacon.treq.head(PUBLIC + "/a2a/v1"))

@@ -28,6 +28,7 @@ from beacon.client import (
     HTTPStatusError,
     AgentCard,
     InvalidResponse,
+    InvalidURL,
     KeyFileError,
     NoCompatibleInterface,
     RequestTooLarge,
@@ -38,6 +39,7 @@ from beacon.client import (
     UnverifiedCard,
     card_url,
     check_card_signature,
+    check_url,
     fetch_card,
     grpc_installed,
     load_verification_keys,
@@ -391,6 +393,10 @@ async def run_peer(reactor: IBeaconReactor, args: argparse.Namespace, out: IO[st
         sent = "; nothing was sent" if args.area == "send" else ""
         err.write(f"beacon: {inert(str(e))}{sent}\n")
         return EXIT_UNVERIFIED
+    except InvalidURL as e:
+        # A URL given on the command line, refused before anything was dialled.
+        err.write(f"beacon: {inert(str(e))}\n")
+        return 2
     except ClientError as e:
         err.write(f"beacon: {describe_peer(e)}\n")
         return 1
@@ -405,7 +411,8 @@ def add_parsers(commands: Any) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "url", metavar="URL",
-            help="the agent's base URL, its card's URL, or unix:///path (its socket)",
+            help="the agent's base URL, its card's URL (http://, https://, ws:// or wss://), "
+            "or unix:///path (its socket)",
         )
         parser.add_argument(
             "--timeout", metavar="S", type=duration, default=DEFAULT_PEER_TIMEOUT,
@@ -458,12 +465,18 @@ def add_parsers(commands: Any) -> None:
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """
     Complete a peer command's C{args} (C{command}, the C{--data} document)
-    and refuse what argparse cannot: C{--binding unix} (alone) with no socket, a
-    C{--data} file that is not JSON.
+    and refuse what argparse cannot: a URL the client does not speak to
+    (L{check_url}: with the one it most likely meant), C{--binding unix}
+    (alone) with no socket, a C{--data} file that is not JSON.
 
     @raise SystemExit: A usage error (code 2).
     """
     args.command = args.area
+    try:
+        args.url = check_url(args.url)
+    except InvalidURL as e:
+        # Nothing is dialled: a misspelt https:// never goes out in clear text.
+        parser.error(inert(str(e)))
     if getattr(args, "binding", None) == ["unix"] and args.socket is None and not args.url.startswith("unix://"):
         parser.error("--binding unix needs --socket PATH (or a unix:///path URL)")
     # --verify's keys are read when the command runs (run_peer).

@@ -18,7 +18,10 @@ Beacon's outbound clients.
     what both share.
 
 Every call is bounded by timeouts on the injected clock and fails with one
-of the L{ClientError} family.
+of the L{ClientError} family. A URL given to the client is checked before
+anything is dialled (L{check_url}): only C{http}, C{https}, C{ws}, C{wss}
+and C{unix:///path}, else L{InvalidURL}, which names the URL it most
+likely meant.
 """
 
 from beacon.client._a2a import (
@@ -52,6 +55,7 @@ from beacon.client._errors import (
     HTTPStatusError,
     InvalidCard,
     InvalidResponse,
+    InvalidURL,
     NoCompatibleInterface,
     RequestTooLarge,
     RPCError,
@@ -98,6 +102,7 @@ from beacon.client._select import (
 from beacon.client._sse import DEFAULT_MAX_EVENT, EventTooLarge, SSEReader
 from beacon.client._stream import ResponseStream
 from beacon.client._transport import Deadline
+from beacon.client._url import check_url
 from beacon.client._websocket import DEFAULT_MAX_MESSAGE
 
 __all__ = [
@@ -141,6 +146,7 @@ __all__ = [
     "HTTPStatusError",
     "InvalidCard",
     "InvalidResponse",
+    "InvalidURL",
     "Limits",
     "LookupFailed",
     "NoCompatibleInterface",
@@ -160,6 +166,7 @@ __all__ = [
     "KeyFileError",
     "load_verification_keys",
     "check_card_signature",
+    "check_url",
     "card_url",
     "every_task",
     "fetch_card",

@@ -64,6 +64,7 @@ from beacon.client._rest import RESTTransport
 from beacon.client._select import Selected, select_interface
 from beacon.client._sse import DEFAULT_MAX_EVENT
 from beacon.client._stream import ResponseStream
+from beacon.client._url import check_url
 from beacon.client._transport import (
     Deadline,
     DialFactory,
@@ -247,9 +248,13 @@ def fetch_card(
 
     @param url: The agent's base URL (the card is its
         C{/.well-known/agent-card.json}), the card's own URL (ending in
-        C{.json}), or C{unix:///path} (the card on that socket).
+        C{.json}), or C{unix:///path} (the card on that socket): its
+        scheme is C{http}, C{https}, C{ws} or C{wss} (C{https} and C{wss}
+        over TLS), or C{unix}.
     @param socket_path: Fetch over this unix socket (the URL's host then
         means nothing).
+    @raise InvalidURL: C{url} is none of those (raised at once, before any
+        connection: see L{check_url}).
     @raise HTTPStatusError: The card was answered with another status than 200.
     @param verify: When given, the card must be signed by one of these
         keys (L{check_card_signature}).
@@ -258,6 +263,7 @@ def fetch_card(
         is valid under its keys.
     @raise Timeout, TransportError: As for every call.
     """
+    url = check_url(url)
     clock = _reactor_clock(reactor, clock)
     unix = _socket_of(url)
     if unix is not None:
@@ -463,7 +469,11 @@ class A2AClient:
         then choose an interface (C{preference}: as for L{for_card}).
         With C{verify} (trusted keys), the card must be signed by one of
         them, else L{UnverifiedCard} and nothing is sent.
+
+        @raise InvalidURL: C{url} is not one the client speaks to (at once,
+            before any connection).
         """
+        url = check_url(url)
         if socket_path is None:
             socket_path = _socket_of(url)
         card_kwargs: dict[str, Any] = {

@@ -30,6 +30,31 @@ class TransportError(ClientError):
         super().__init__(f"cannot reach {peer} at {address}: {reason}")
 
 
+class InvalidURL(ClientError, ValueError):
+    """
+    A URL given to the client names no place it speaks to: no scheme, or
+    one it does not speak (only C{http}, C{https}, C{ws}, C{wss}, and
+    C{unix:///path} where a socket's URL is taken), or no host. Raised
+    before any connection is made: a near miss of C{https} is never
+    dialled in clear text.
+
+    @ivar url: The URL, as given.
+    @ivar problem: What is wrong with it, in a few words.
+    @ivar suggestion: The URL it most likely meant (C{https://...} for
+        C{htps://...}, C{http://127.0.0.1:8080} for C{127.0.0.1:8080}),
+        or None.
+    """
+
+    def __init__(self, url: str, problem: str, suggestion: str | None = None) -> None:
+        self.url = url
+        self.problem = problem
+        self.suggestion = suggestion
+        text = f"{url}: {problem}" if url else problem
+        if suggestion is not None:
+            text += f" (did you mean {suggestion}?)"
+        super().__init__(text)
+
+
 class Timeout(ClientError):
     """
     No answer came within the call's timeout.

@@ -18,7 +18,9 @@ import os
 import stat
 from collections.abc import Coroutine
 from typing import Any, Callable, TypeVar, cast
+from urllib.parse import urlsplit
 
+from OpenSSL import SSL
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
@@ -48,14 +50,17 @@ from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
 from beacon.interfaces import IBeaconReactor
-from beacon.client._errors import ClientError, InvalidResponse, Timeout, TransportError
+from beacon.client._errors import ClientError, InvalidResponse, InvalidURL, Timeout, TransportError
 from beacon.client._sse import SSEReader
 from beacon.client._stream import ResponseStream
+from beacon.client._url import SPOKEN
 
 T = TypeVar("T")
 
 #: The longest unix socket path the kernel accepts (sun_path, with its NUL).
 MAX_SOCKET_PATH = 107
+#: The schemes L{DialFactory} dials (C{https} and C{wss} over TLS).
+_DIALLED = frozenset((b"http", b"https", b"ws", b"wss"))
 
 
 @implementer(IAgentEndpointFactory)
@@ -166,7 +171,20 @@ class DialFactory:
         self._tls = tls_policy if tls_policy is not None else BrowserLikePolicyForHTTPS()
 
     def endpoint(self, scheme: bytes, host: bytes, port: int) -> IStreamClientEndpoint:
-        """The endpoint for C{scheme://host:port} (C{https}/C{wss}: TLS)."""
+        """
+        The endpoint for C{scheme://host:port} (C{https}/C{wss}: TLS).
+
+        @raise InvalidURL: C{scheme} is not C{http}, C{https}, C{ws} or
+            C{wss} (in any case): nothing else is dialled, least of all a
+            misspelt C{https} in clear text.
+        """
+        scheme = scheme.lower()
+        if scheme not in _DIALLED:
+            text = scheme.decode("ascii", "replace")
+            raise InvalidURL(
+                f"{text}://{host.decode('ascii', 'replace')}:{port}",
+                f"Beacon speaks {SPOKEN}, not {text}://",
+            )
         name = host.decode("ascii")
         endpoint: IStreamClientEndpoint = HostnameEndpoint(
             self._reactor, name, port, timeout=max(1, int(self._connect_timeout + 0.999))
@@ -220,14 +238,60 @@ def client_error(failure: Failure, address: str, unix: bool, peer: str) -> Excep
     """
     The L{ClientError} (or L{CancelledError}) a failed request raises: a
     connection failure said in a few words, and no raw transport exception.
+    An C{http://} or C{ws://} connection closed before any answer may have
+    reached a TLS port: the error says what to try.
     """
     reason = _first_reason(failure)
     if isinstance(reason.value, (ClientError, CancelledError)):
         return reason.value
     error = transport_error(failure, address, unix, peer)
     if error is not None:
+        if error.reason == CLOSED and not unix:
+            secure = _other_scheme(address, {"http": "https", "ws": "wss"})
+            if secure is not None:
+                error = TransportError(
+                    address, f"{CLOSED} (if the server speaks TLS, try {secure})", peer
+                )
         return error
     return TransportError(address, f"the request failed ({type(reason.value).__name__})", peer)
+
+
+#: A connection that ended before any answer.
+CLOSED = "the connection was closed before an answer"
+#: What OpenSSL says when the server's first bytes are no TLS record: a
+#: plain-text answer (an HTTP status line), read as a TLS record's header.
+_NOT_TLS = frozenset(
+    ("wrong version number", "packet length too long", "record layer failure", "unknown protocol")
+)
+
+
+def _other_scheme(address: str, other: dict[str, str]) -> str | None:
+    """C{address}'s origin with its scheme as C{other} maps it (C{https://host:port} for C{http://...}), or None."""
+    parts = urlsplit(address)
+    scheme = other.get(parts.scheme.lower())
+    if scheme is None or not parts.netloc:
+        return None
+    return f"{scheme}://{parts.netloc}"
+
+
+def _tls_failure(address: str, error: SSL.Error) -> TransportError:
+    """
+    A TLS connection that failed in OpenSSL: the server answered something
+    other than TLS (a plain-text port), or the handshake failed (a
+    certificate, a protocol version), said in words.
+    """
+    reasons = [
+        str(entry[2])
+        for entry in (error.args[0] if error.args and isinstance(error.args[0], list) else [])
+        if isinstance(entry, tuple) and len(entry) == 3 and entry[2]
+    ]
+    if _NOT_TLS.intersection(reasons):
+        plain = _other_scheme(address, {"https": "http", "wss": "ws"})
+        hint = f" (a plain-text port? try {plain})" if plain else ""
+        return TransportError(address, f"the server did not answer TLS{hint}")
+    return TransportError(
+        address, f"the TLS handshake failed ({', '.join(reasons) or 'no reason given'})"
+    )
 
 
 def _transport_error(failure: Failure, address: str, unix: bool) -> TransportError | None:
@@ -251,8 +315,10 @@ def _transport_error(failure: Failure, address: str, unix: bool) -> TransportErr
                 return TransportError(address, "permission denied")
             return TransportError(address, os.strerror(number).lower())
         return TransportError(address, str(value) or "cannot connect")
+    if isinstance(value, SSL.Error):
+        return _tls_failure(address, value)
     if isinstance(value, (ConnectionDone, ConnectionLost)):
-        text = "the connection was closed before an answer"
+        text = CLOSED
         if unix:
             text += " (is this user allowed on the socket?)"
         return TransportError(address, text)

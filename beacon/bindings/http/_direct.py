@@ -111,6 +111,8 @@ DISCARD_MAX = 262144
 _REQUEST_LINE = re.compile(
     rb"(GET|HEAD|POST) (/[^ ?#%\x00-\x20\x7f-\xff]*)(\?[^ #\x00-\x20\x7f-\xff]*)? HTTP/1\.1"
 )
+#: The first bytes of the request lines the direct channel answers.
+_METHOD_STARTS = frozenset((b"G", b"H", b"P"))
 #: Request headers whose presence hands a request to twisted.web.
 _HANDED_OVER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 
@@ -439,6 +441,12 @@ class DirectChannel(Protocol):
         """
         buffer = self._buffer
         at = self._at
+        if buffer[at : at + 1] not in _METHOD_STARTS:
+            # Not GET, HEAD or POST (a TLS handshake, another method): not
+            # plain, whatever follows, so handed over without waiting for
+            # the rest of its head.
+            self._hand_over()
+            return False
         end = buffer.find(b"\r\n\r\n", at, at + MAX_HEAD + 4)
         if end < 0:
             if len(buffer) - at > MAX_HEAD:

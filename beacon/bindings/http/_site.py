@@ -45,6 +45,10 @@ from beacon.config import (
 
 log = Logger()
 
+#: The first byte of a TLS record carrying a handshake (a ClientHello): no
+#: HTTP request begins with it.
+TLS_HANDSHAKE = b"\x16"
+
 
 @implementer(IDirectRequest)
 class LimitedRequest(CappedRequest):
@@ -327,7 +331,21 @@ class BeaconHTTPChannel(http.HTTPChannel):
         super().rawDataReceived(data)
 
     def dataReceived(self, data: bytes) -> None:
-        """Read C{data} (in this connection's turn), then time whatever it left half-arrived."""
+        """
+        Read C{data} (in this connection's turn), then time whatever it left
+        half-arrived. A request that begins with a TLS handshake record (a
+        client speaking TLS to a plain HTTP port) is answered 400 and the
+        connection closed at once, rather than when its head times out:
+        the client learns at once that the port is not a TLS one.
+        """
+        if (
+            data[:1] == TLS_HANDSHAKE
+            and not self.requests
+            and self._received == self._consumed
+            and not self.paused
+        ):
+            self._refuse_tls()
+            return
         self._received += len(data)
         turns = self._turns
         reading = self._reading  # Within a read already (a request answered re-reads).
@@ -357,6 +375,22 @@ class BeaconHTTPChannel(http.HTTPChannel):
                 if seconds:
                     self._phase = phase
                     self._deadline = self.site.reactor.callLater(seconds, self._expired)
+
+    def _refuse_tls(self) -> None:
+        """Answer a TLS handshake on this plain HTTP port: 400, then close."""
+        peer = self.transport.getPeer() if self.transport is not None else None
+        log.info(
+            "http.bad_request: refused a request from {source}: {problem}",
+            source=str(getattr(peer, "host", "unknown")),
+            problem="a TLS handshake on a plain HTTP port",
+        )
+        self.site.refusals["invalid"] += 1
+        self.paused = True  # Nothing more is read.
+        refuse_connection(
+            self,
+            b"400 Bad Request",
+            error_body("bad_request", "this port speaks plain HTTP, not TLS: use http://"),
+        )
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """The connection is gone: the site counts it no longer."""
