@@ -909,7 +909,7 @@ def test_help_says_how_to_start_beacon_and_where_the_socket_is(capsys: pytest.Ca
     top = " ".join(capsys.readouterr().out.split())
     assert "twistd -n beacon" in top
     assert "make run in a source checkout" in top
-    assert "The manual is docs/ in Beacon's source." in top
+    assert "The manual is docs/ in Beacon's source (make docs builds it)." in top
     assert cli.main(["review", "--help"]) == 0
     review_help = " ".join(capsys.readouterr().out.split())
     assert (

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Beacon: an A2A 1.0 front door for a human-read inbox.",
         epilog="These commands talk to a running Beacon, or to other agents. Start\n"
         "Beacon itself with: twistd -n beacon (its options: twistd beacon --help),\n"
-        "or make run in a source checkout. The manual is docs/ in Beacon's source.",
+        "or make run in a source checkout. The manual is docs/ in Beacon's source\n"
+        "(make docs builds it).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"beacon {__version__}")

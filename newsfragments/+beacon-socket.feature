@@ -1,0 +1,1 @@
+``beacon review`` finds the operator socket through the ``BEACON_SOCKET`` environment variable, after ``--socket`` and ``--data`` and before ``./beacon-data/operator.sock``; when nothing answers, its error names the socket it tried and the three ways to point to another. ``beacon --help`` says how to start Beacon and where the manual is.

@@ -1,0 +1,1 @@
+``GET /`` on the public listeners says what the address is, from the agent card (its name, where the card is, the interfaces to submit through): a small HTML page with a strict Content-Security-Policy to a browser, JSON to any other client (``Vary: Accept``), public and cached as the card is.
