@@ -78,6 +78,7 @@ from zope.interface import implementer
 from beacon.bindings.admission import BEACON_DOMAIN
 from beacon.bindings.admission import TransportLimits
 from beacon.bindings.admission import Refusals
+from beacon.bindings.grpc import _protojson as protojson
 from beacon.errors import StartupError
 from beacon.proto import a2a_pb2
 from beacon.protocol import (
@@ -159,14 +160,12 @@ def message_of(method: str, result: Any) -> ProtoMessage:
     ProtoJSON object; None for Empty).
     """
     response = METHODS[method][1]()
-    if result:
-        json_format.ParseDict(result, response)
-    return response
+    return protojson.parse(result, response) if result else response
 
 
 def event_of(result: Any) -> ProtoMessage:
     """One event of a stream (a ProtoJSON StreamResponse) as its message."""
-    return json_format.ParseDict(result, a2a_pb2.StreamResponse())
+    return protojson.parse(result, a2a_pb2.StreamResponse())
 
 
 def _packed(detail: ProtoMessage) -> AnyMessage:
