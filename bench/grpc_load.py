@@ -1,21 +1,24 @@
 """
-The gRPC load client of the benchmark: SendMessage over the A2A gRPC
-binding (service lf.a2a.v1.A2AService), closed loop: each of --connections
-channels (one HTTP/2 connection each) keeps --depth calls in flight
-(default 1) and sends the next the moment an answer is read.
+The gRPC load client of the benchmark: SendMessage (or, with --method get,
+GetTask) over the A2A gRPC binding (service lf.a2a.v1.A2AService), closed
+loop: each of --connections channels (one HTTP/2 connection each) keeps
+--depth calls in flight (default 1) and sends the next the moment an
+answer is read.
 
 Run with the project's Python (it needs beacon.proto and grpcio, the
 ``grpc`` extra; never the a2a-sdk, whose proto module cannot share a
 process with Beacon's):
 
     .venv/bin/python bench/grpc_load.py --target 127.0.0.1:50051 \\
-        --connections 4 --duration 10 [--warmup 2] [--api-key K] --json
+        --connections 4 --duration 10 [--warmup 2] [--api-key K] [--method get] --json
 
 Each call is a small text message with a fresh messageId and the metadata
 ``a2a-version: 1.0`` (and ``x-api-key`` with --api-key); every answer must
 be a Task in --expect-state (default TASK_STATE_SUBMITTED, what Beacon
 answers), anything else (another answer, an error status, a call over
---call-timeout) is an error. Calls that end during --warmup are not
+--call-timeout) is an error. With --method get, one SendMessage first
+makes the task, and every call is a GetTask of its id (with the same
+metadata), whose answer must be that Task in --expect-state. Calls that end during --warmup are not
 counted; the measured window is the --duration after it. It prints one
 JSON object on standard output (with --json; else the same as a line of
 words):
@@ -28,11 +31,14 @@ the wrong ones (by kind on standard error), rps is requests / seconds, the perce
 right answers' latencies, and client_cpu_seconds is this process's own
 CPU time over the window (requests / client_cpu_seconds is the most this
 client can drive on one core). Exit codes: 0 (measured), 1 (the target
-never became reachable within --connect-timeout), 2 (usage, or grpcio
-missing: one line saying so).
+never became reachable within --connect-timeout, or, with --method get,
+the task could not be made), 2 (usage, or grpcio missing: one line saying
+so).
 
-grpc.aio on one asyncio loop: the load client is a process of its own, not
-Beacon's code.
+grpc.aio on one asyncio loop (the standard one) in one process: one
+channel per connection, each made at the start and ready before the
+measured window, and the call objects made once per channel; the load
+client is a process of its own, not Beacon's code.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ if str(ROOT) not in sys.path:
 
 TEXT = "Hello from the benchmark: a small text message."
 SEND_MESSAGE = "/lf.a2a.v1.A2AService/SendMessage"
+GET_TASK = "/lf.a2a.v1.A2AService/GetTask"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,6 +86,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=positive(float), required=True, help="measured seconds")
     parser.add_argument("--warmup", type=not_negative, default=0.0, help="seconds sent but not counted first")
     parser.add_argument("--api-key", default=None, help="sent as x-api-key metadata")
+    parser.add_argument(
+        "--method", choices=("send", "get"), default="send", help="SendMessage, or GetTask of one task made at the start"
+    )
     parser.add_argument("--expect-state", default="TASK_STATE_SUBMITTED", help="the state every Task must be in")
     parser.add_argument("--call-timeout", type=positive(float), default=10.0, help="each call's gRPC deadline")
     parser.add_argument("--connect-timeout", type=positive(float), default=10.0, help="wait for every channel this long")
@@ -122,6 +132,13 @@ class Load:
             self.kinds[error] = self.kinds.get(error, 0) + 1
 
 
+def send_request(a2a_pb2: Any) -> Any:
+    """A SendMessage request: the small text message, a fresh messageId."""
+    return a2a_pb2.SendMessageRequest(
+        message=a2a_pb2.Message(message_id=str(uuid.uuid4()), role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=TEXT)])
+    )
+
+
 async def drive(args: argparse.Namespace, grpc: Any, a2a_pb2: Any) -> dict[str, Any]:
     metadata: tuple[tuple[str, str], ...] = (("a2a-version", "1.0"),)
     if args.api_key:
@@ -134,7 +151,7 @@ async def drive(args: argparse.Namespace, grpc: Any, a2a_pb2: Any) -> dict[str, 
             await asyncio.gather(*ready)
         except asyncio.TimeoutError:
             raise SystemExit(f"grpc_load: {args.target} not reachable within {args.connect_timeout:g} s") from None
-        calls = [
+        sends = [
             channel.unary_unary(
                 SEND_MESSAGE,
                 request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
@@ -142,6 +159,23 @@ async def drive(args: argparse.Namespace, grpc: Any, a2a_pb2: Any) -> dict[str, 
             )
             for channel in channels
         ]
+        gets = [
+            channel.unary_unary(
+                GET_TASK,
+                request_serializer=a2a_pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=a2a_pb2.Task.FromString,
+            )
+            for channel in channels
+        ]
+        task_id = ""
+        if args.method == "get":
+            try:
+                made = await sends[0](send_request(a2a_pb2), metadata=metadata, timeout=args.call_timeout)
+            except grpc.RpcError as e:
+                raise SystemExit(f"grpc_load: the SendMessage that makes the task failed: {e.code()}") from None
+            task_id = made.task.id if made.WhichOneof("payload") == "task" else ""
+            if not task_id:
+                raise SystemExit("grpc_load: the SendMessage that makes the task answered no Task")
         clock = time.perf_counter
         begin = clock()
         load = Load(begin + args.warmup, begin + args.warmup + args.duration)
@@ -153,25 +187,27 @@ async def drive(args: argparse.Namespace, grpc: Any, a2a_pb2: Any) -> dict[str, 
             await asyncio.sleep(max(0.0, load.end - clock()))
             cpu["end"] = time.process_time()
 
-        async def worker(call: Any) -> None:
+        async def worker(send: Any, get: Any) -> None:
             while clock() < load.end:
-                request = a2a_pb2.SendMessageRequest(
-                    message=a2a_pb2.Message(
-                        message_id=str(uuid.uuid4()), role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=TEXT)]
-                    )
-                )
                 began = clock()
                 error: str | None = None
                 try:
-                    answer = await call(request, metadata=metadata, timeout=args.call_timeout)
-                    if answer.WhichOneof("payload") != "task" or answer.task.status.state != expected:
-                        error = "wrong answer"
+                    if task_id:
+                        task = await get(a2a_pb2.GetTaskRequest(id=task_id), metadata=metadata, timeout=args.call_timeout)
+                        if task.id != task_id or task.status.state != expected:
+                            error = "wrong answer"
+                    else:
+                        answer = await send(send_request(a2a_pb2), metadata=metadata, timeout=args.call_timeout)
+                        if answer.WhichOneof("payload") != "task" or answer.task.status.state != expected:
+                            error = "wrong answer"
                 except grpc.RpcError as e:
                     code = e.code()
                     error = code.name if code is not None else "UNKNOWN"
                 load.ended(began, clock(), error)
 
-        await asyncio.gather(mark_cpu(), *(worker(call) for call in calls for _ in range(args.depth)))
+        await asyncio.gather(
+            mark_cpu(), *(worker(send, get) for send, get in zip(sends, gets) for _ in range(args.depth))
+        )
     finally:
         await asyncio.gather(*(channel.close() for channel in channels))
     if load.kinds:
