@@ -62,6 +62,18 @@ def test_load_against_beacon(grpc_target: str) -> None:
     assert json.loads(wrong.stdout)["errors"] > 0 and "wrong answer" in wrong.stderr
 
 
+def test_get_task_load_against_beacon(grpc_target: str) -> None:
+    """--method get: one SendMessage makes the task, then every call is its GetTask, answered right."""
+    done = run("--target", grpc_target, "--method", "get", "--connections", "2", "--duration", "0.5", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["requests"] > 0 and result["errors"] == 0, done.stderr
+    wrong = run("--target", grpc_target, "--method", "get", "--duration", "0.3",
+                "--expect-state", "TASK_STATE_COMPLETED", "--json")
+    assert wrong.returncode == 0 and json.loads(wrong.stdout)["requests"] == 0
+    assert "wrong answer" in wrong.stderr
+
+
 def test_without_grpcio_and_unreachable() -> None:
     """No grpcio: one line, exit 2. Nothing answering: exit 1 once --connect-timeout passes. Bad arguments: exit 2."""
     missing = run("--target", "127.0.0.1:1", "--duration", "1", "--json", prelude="import sys; sys.modules['grpc'] = None")

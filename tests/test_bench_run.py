@@ -262,6 +262,35 @@ def test_report_grpc_ratio_to_jsonrpc() -> None:
     assert "| 16 | 1.00 |" in text  # the median of 0.75 and 1.25
 
 
+def test_report_grpc_peer_cpu_and_goals() -> None:
+    """Beacon over a2a-sdk-grpc and over its JSON-RPC twin, for SendMessage and GetTask; CPU per answer; the goals."""
+    cells = []
+    for rnd in (1, 2):
+        cells += [cell("send", "64", "beacon", rnd, 4000.0, cpu_us=120.0),
+                  cell("grpc-send", "64", "beacon", rnd, 2000.0, cpu_us=360.0),
+                  cell("grpc-send", "64", "a2a-sdk-grpc", rnd, 500.0, cpu_us=2000.0),
+                  cell("get", "64", "beacon", rnd, 8000.0, cpu_us=80.0),
+                  cell("grpc-get", "64", "beacon", rnd, 3000.0, cpu_us=300.0),
+                  cell("grpc-get", "64", "a2a-sdk-grpc", rnd, 3000.0, cpu_us=310.0)]
+    run = make_run(cells, ["beacon", "a2a-sdk-grpc"], [])
+    text = bench.report(run, {})
+    assert "| SendMessage (gRPC) | 64 | 0.50 | 4.00 | 360 | 120 | 2000 |" in text
+    assert "| GetTask (gRPC) | 64 | 0.38 | 1.00 | 300 | 80 | 310 |" in text
+    assert "| SendMessage (gRPC) at 64: Beacon gRPC/JSON-RPC (issue 44) | 0.50 | >= 0.8 | NOT met |" in text
+    assert "| SendMessage (gRPC) at 64: Beacon/a2a-sdk-grpc (issue 44) | 4.00 | >= 3 | met |" in text
+    assert "| GetTask (gRPC) at 64: Beacon/a2a-sdk-grpc (issue 44) | 1.00 | >= 3 | NOT met |" in text
+
+
+def test_make_servers_a2a_sdk_grpc(tmp_path: Path) -> None:
+    """a2a-sdk's gRPC server at its best (spans off), its own gRPC port; the gRPC rows only."""
+    (server,) = bench.make_servers(["a2a-sdk-grpc"], tmp_path, Path("/venv/bin/python"), None)
+    assert server.argv[1].endswith("a2a_sdk_grpc_server.py") and "--grpc-port" in server.argv
+    assert server.env["OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"] == "false"
+    assert [w for w in bench.WORKLOADS if server.serves(w)] == ["grpc-send", "grpc-get"]
+    server._read_card({"supportedInterfaces": [{"url": "127.0.0.1:5", "protocolBinding": "GRPC"}]})
+    assert server.grpc_url == "127.0.0.1:5"
+
+
 def test_parse_args_parts() -> None:
     assert bench.parse_args([]).part_list == ["pair", "refusals"]
     assert bench.parse_args(["--parts", "none"]).part_list == []
@@ -285,6 +314,7 @@ def test_beacon_gets_a_grpc_listener_only_when_asked(tmp_path: Path) -> None:
     assert "[grpc]" not in Path(plain.argv[plain.argv.index("--config") + 1]).read_text()
     config = Path(with_grpc.argv[with_grpc.argv.index("--config") + 1]).read_text()
     assert '[grpc]\nlisten = ["127.0.0.1:' in config
+    assert "max_calls_per_source = 0" in config  # the load is one source with up to 64 calls
 
 
 def test_grpc_row_says_why_it_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -602,5 +604,28 @@ async def test_calls_beyond_the_cap_are_resource_exhausted() -> None:
         assert over["code"] == grpc.StatusCode.RESOURCE_EXHAUSTED
         policy.answer.callback({"id": "t"})
         assert (await first).id == "t"
+    finally:
+        await server.stop()
+
+
+class TaskPolicy:
+    """Answers GetTask with a task at once."""
+
+    def get_task(self, context: Any, request: Any) -> Any:
+        return {"id": request.id, "status": {"state": "TASK_STATE_SUBMITTED"}}
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
+@pytest_twisted.ensureDeferred
+async def test_worker_threads_are_scheduled_as_batch_work() -> None:
+    """grpcio's worker threads run under SCHED_BATCH; the reactor thread keeps its policy."""
+    server = _server(TaskPolicy())
+    try:
+        answer = await rpc(server.urls[0], "GetTask", a2a_pb2.GetTaskRequest(id="t"))
+        assert answer.id == "t"
+        workers = [t for t in threading.enumerate() if t.name.startswith("beacon-grpc_")]
+        assert workers
+        assert {os.sched_getscheduler(t.native_id or 0) for t in workers} == {os.SCHED_BATCH}
+        assert os.sched_getscheduler(0) != os.SCHED_BATCH
     finally:
         await server.stop()

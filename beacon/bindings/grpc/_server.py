@@ -54,9 +54,7 @@ Wire contract::
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import os
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -82,6 +80,7 @@ from beacon.bindings.admission import BEACON_DOMAIN
 from beacon.bindings.admission import TransportLimits
 from beacon.bindings.admission import Refusals
 from beacon.bindings.grpc import _protojson as protojson
+from beacon.bindings.grpc._threads import as_batch_work
 from beacon.errors import StartupError
 from beacon.proto import a2a_pb2
 from beacon.protocol import (
@@ -332,16 +331,20 @@ class GRPCCalls:
         )
 
     def call(
-        self, method: str, params: Any, metadata: Metadata, peer: str
+        self, method: str, params: Any, metadata: Metadata, peer: str, source: str | None = None
     ) -> Deferred[tuple[CallContext, Any]]:
         """
         Run one call: the rate limit, the credentials, then the dispatcher.
+
+        @param source: The caller's source, when its admission has resolved
+            it already (else from C{peer} and C{metadata}).
 
         @return: A Deferred firing with the call's context and the result
             (an L{EventStream} for a streaming method), or failing with an
             L{A2AError} or a L{Refused}.
         """
-        source = self.source_of(peer, metadata)
+        if source is None:
+            source = self.source_of(peer, metadata)
         limits = self._limits
         retry = limits.rate.refusal(
             source,
@@ -584,6 +587,7 @@ class _Handlers:
         context: grpc.ServicerContext,
         metadata: Metadata,
         peer: str,
+        source: str,
     ) -> tuple[CallContext, Any]:
         """
         Run the call on the reactor and wait for its answer (a Deferred
@@ -600,7 +604,7 @@ class _Handlers:
             context.abort_with_status(rpc_status.to_status(internal_status()))
 
         def run() -> None:
-            maybeDeferred(self._calls.call, method, params, metadata, peer).addBoth(answers.put)
+            maybeDeferred(self._calls.call, method, params, metadata, peer, source).addBoth(answers.put)
 
         if not context.add_callback(lambda: answers.put(_GONE)):
             answers.put(_GONE)
@@ -634,7 +638,7 @@ class _Handlers:
             metadata, peer, source = self._admit(context)
             try:
                 request = self._request(method, requests, context, source)
-                call, result = self._cross(method, request, context, metadata, peer)
+                call, result = self._cross(method, request, context, metadata, peer, source)
             finally:
                 self._release(source)
             try:
@@ -659,7 +663,7 @@ class _Handlers:
             metadata, peer, source = self._admit(context)
             try:
                 request = self._request(method, requests, context, source)
-                call, result = self._cross(method, request, context, metadata, peer)
+                call, result = self._cross(method, request, context, metadata, peer, source)
                 self._echo(call, context)
                 if not isinstance(result, EventStream):
                     # Not a stream (a policy's plain answer): one event of it.
@@ -758,21 +762,6 @@ def connection_options(
 
 #: Seconds a keepalive ping may go unanswered before the connection is closed.
 KEEPALIVE_TIMEOUT = 20.0
-
-
-def _as_batch_work() -> None:
-    """
-    Schedule the calling worker thread as batch work (C{SCHED_BATCH}), where
-    Linux offers it: a worker woken by the reactor's answer does not preempt
-    the reactor thread, which holds the GIL, only to wait for it; it runs
-    once the reactor waits or its time slice ends (on a busy core, 40 % fewer
-    context switches per call).
-    """
-    setscheduler = getattr(os, "sched_setscheduler", None)
-    policy = getattr(os, "SCHED_BATCH", None)
-    if setscheduler is not None and policy is not None:
-        with contextlib.suppress(OSError):
-            setscheduler(0, policy, os.sched_param(0))
 
 
 def _bound_url(address: str, port: int) -> str:
@@ -892,7 +881,7 @@ class GRPCServer:
         @raise StartupError: A listener cannot bind.
         """
         executor = ThreadPoolExecutor(
-            self._workers, thread_name_prefix="beacon-grpc", initializer=_as_batch_work
+            self._workers, thread_name_prefix="beacon-grpc", initializer=as_batch_work
         )
         server = grpc.server(
             executor,
