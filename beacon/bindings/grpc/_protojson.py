@@ -105,7 +105,9 @@ def _double(value: Any) -> float:
 
 
 def _enum(field: FieldDescriptor) -> Callable[[Any], int]:
-    numbers = {name: number.number for name, number in field.enum_type.values_by_name.items()}
+    numbers: dict[str, int] = {
+        name: value.number for name, value in field.enum_type.values_by_name.items()
+    }
 
     def convert(value: Any) -> int:
         if type(value) is not str or value not in numbers:
