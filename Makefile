@@ -124,7 +124,7 @@ proto: $(TEST_STAMP)
 
 # Beacon against the official A2A servers, on SQLite and on PostgreSQL,
 # with its refusals and two instances on one database (bench/run --help;
-# not part of `make test`): about 23 minutes; BENCH_ARGS="--out" also
+# not part of `make test`): about 24 minutes; BENCH_ARGS="--out" also
 # writes bench/results/<date>.md.
 .PHONY: bench
 bench: $(STAMP) postgres
