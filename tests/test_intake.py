@@ -35,6 +35,7 @@ from beacon.intake import (
     public_card,
     schema_validator,
 )
+from beacon.intake._public import receipt_task
 from beacon.protocol import A2A_DOMAIN, CallContext, Dispatcher, IA2AHandler
 from beacon.testing import MemoryStore
 
@@ -235,6 +236,28 @@ def test_send_message_answers_a_receipt_task(
     assert stored.received_at_ms == 1_764_476_995_125
     assert stored.message_id == "m-" + SECRET
     assert (stored.door, stored.source) == ("jsonrpc", "198.51.100.4")
+
+
+@pytest.mark.parametrize(
+    "receipt, context_id",
+    [
+        ({"id": "0" * 36, "receivedAt": NOW_TEXT, "sha256": "a" * 64}, "v" * 36),
+        ({"id": 'odd "id"\n', "receivedAt": "\u00e9t\u00e9", "sha256": "\\"}, "ctx\u2028"),
+    ],
+    ids=["plain", "escaped"],
+)
+def test_receipt_task_json_is_what_dumps_writes(receipt: dict[str, str], context_id: str) -> None:
+    """The receipt Task's prepared text is the compact JSON of its object, whether its strings need escaping or not."""
+    task = receipt_task(receipt, context_id)
+    assert task == {
+        "task": {
+            "id": receipt["id"],
+            "contextId": context_id,
+            "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": receipt["receivedAt"]},
+            "metadata": {"receipt": receipt},
+        }
+    }
+    assert task.json == json.dumps(dict(task), ensure_ascii=False, separators=(",", ":"))
 
 
 def test_receipt_ids_are_long_alphanumeric_and_unique(beacon: Beacon) -> None:

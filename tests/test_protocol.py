@@ -47,11 +47,14 @@ from beacon.protocol import (
     UnsupportedOperationError,
     VersionNotSupportedError,
     compact_encoder,
+    dumps,
     error_object,
     format_timestamp,
     parse_extensions,
     parse_timestamp,
+    prepared,
     status_object,
+    success,
     version_supported,
 )
 from beacon.protocol.types import (
@@ -946,6 +949,21 @@ def test_compact_encoder_writes_what_json_dumps_writes(value: Any) -> None:
         assert compact_encoder(sort_keys=sort_keys)(value) == json.dumps(
             value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys
         )
+
+
+@given(
+    st.none() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    st.dictionaries(st.text(max_size=8), st.text(max_size=8) | st.integers(), max_size=4),
+)
+def test_prepared_json_is_written_as_its_text(request_id: Any, value: dict[str, Any]) -> None:
+    """A PreparedJSON is written as its own text, alone and as a success envelope's result: the bytes dumps makes of the same plain objects."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    made = prepared(value, text)
+    assert made == value and dumps(made) == text.encode()
+    response = success(request_id, made)
+    plain = {"jsonrpc": "2.0", "id": request_id, "result": value}
+    assert response == plain
+    assert dumps(response) == json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 #: Values around the plain shapes: right, wrong in type, empty, too long,

@@ -15,6 +15,7 @@ Nothing submitted is ever echoed back.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, TypeVar
 
 from jsonschema import Draft202012Validator
@@ -31,11 +32,14 @@ from beacon.protocol import (
     IA2AHandler,
     INativeHandler,
     InternalError,
+    PreparedJSON,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
+    dumps,
     format_timestamp,
+    prepared,
 )
 from beacon.protocol import types
 from beacon.store import (
@@ -60,6 +64,38 @@ def receipt_of(submission: Submission) -> dict[str, str]:
         "receivedAt": format_timestamp(submission.received_at_ms),
         "sha256": submission.sha256,
     }
+
+
+#: What an id, a timestamp and a SHA-256 digest are written with: nothing
+#: that JSON escapes, so that each string's JSON text is itself in quotes.
+_PLAIN = re.compile(r"[0-9A-Za-z:.\-]*")
+
+
+def receipt_task(receipt: dict[str, str], context_id: str) -> PreparedJSON:
+    """
+    The answer to a SendMessage: the receipt Task, in
+    C{TASK_STATE_SUBMITTED}, whose metadata carries the native C{receipt}.
+    It is made with its JSON text (a L{PreparedJSON}), which the bindings
+    write as it is: encoding the object again in its envelope cost 21,700
+    instructions more per SendMessage (bench/inprocess.py send
+    --callgrind: 449,537 per request against 427,787).
+    """
+    task_id, received_at, sha256 = receipt["id"], receipt["receivedAt"], receipt["sha256"]
+    task = {
+        "id": task_id,
+        "contextId": context_id,
+        "status": {"state": STATE_SUBMITTED, "timestamp": received_at},
+        "metadata": {"receipt": receipt},
+    }
+    if _PLAIN.fullmatch(task_id + context_id + received_at + sha256) is None:
+        return prepared({"task": task}, dumps({"task": task}).decode("utf-8"))
+    text = (
+        f'{{"task":{{"id":"{task_id}","contextId":"{context_id}",'
+        f'"status":{{"state":"{STATE_SUBMITTED}","timestamp":"{received_at}"}},'
+        f'"metadata":{{"receipt":{{"id":"{task_id}","receivedAt":"{received_at}",'
+        f'"sha256":"{sha256}"}}}}}}}}'
+    )
+    return prepared({"task": task}, text)
 
 
 def _found_status(record: TaskStatusRecord | None) -> dict[str, Any]:
@@ -224,18 +260,7 @@ class PublicPolicy(NoPushNoExtendedCard):
         content = map_message(request.message, self._validator)
 
         def answer(submission: Submission) -> dict[str, Any]:
-            receipt = receipt_of(submission)
-            return {
-                "task": {
-                    "id": submission.id,
-                    "contextId": submission.context_id,
-                    "status": {
-                        "state": STATE_SUBMITTED,
-                        "timestamp": receipt["receivedAt"],
-                    },
-                    "metadata": {"receipt": receipt},
-                }
-            }
+            return receipt_task(receipt_of(submission), submission.context_id)
 
         return self.submit(context, content, request.message.message_id, answer)
 

@@ -53,6 +53,7 @@ from beacon.protocol._stream import CollectingSink, EventStream, IStreamSink
 from beacon.protocol._jsonrpc import (
     MAX_NUMERIC_ID,
     MAX_REQUEST_ID_LENGTH,
+    PreparedJSON,
     RequestId,
     RPCRequest,
     compact_encoder,
@@ -60,6 +61,7 @@ from beacon.protocol._jsonrpc import (
     failure,
     loads,
     parse_request,
+    prepared,
     request_id_of,
     success,
 )
@@ -142,6 +144,8 @@ __all__ = [
     "VersionNotSupportedError",
     "compact_encoder",
     "dumps",
+    "PreparedJSON",
+    "prepared",
     "error_object",
     "status_object",
     "failure",

@@ -166,10 +166,37 @@ def compact_encoder(*, sort_keys: bool = False) -> Callable[[Any], str]:
     return encode
 
 
+class PreparedJSON(dict[str, Any]):
+    """
+    A JSON object that carries its own serialisation: a dict, read as any
+    other, whose C{json} is the compact text L{dumps} would make of it.
+    L{dumps} writes that text as it is, and L{success} puts it in the text
+    of its envelope, rather than encoding the object again. Made by
+    L{prepared} where an answer's shape is fixed (the receipt Task of a
+    SendMessage), and never changed once made.
+
+    @ivar json: The object's compact JSON text, as L{dumps} makes it.
+    """
+
+    __slots__ = ("json",)
+    json: str
+
+
+def prepared(value: dict[str, Any], text: str) -> PreparedJSON:
+    """The L{PreparedJSON} of C{value}, whose JSON text is C{text}."""
+    # Made by dict's own constructor: an __init__ of its own, calling
+    # super(), cost ~3,000 instructions more per object.
+    made = PreparedJSON(value)
+    made.json = text
+    return made
+
+
 def dumps(value: Any) -> bytes:
     """
-    Serialise C{value} as compact UTF-8 JSON.
+    Serialise C{value} as compact UTF-8 JSON (a L{PreparedJSON} as its text).
     """
+    if type(value) is PreparedJSON:
+        return value.json.encode("utf-8")
     return _encode(value).encode("utf-8")
 
 
@@ -236,8 +263,17 @@ def request_id_of(error: A2AError) -> RequestId:
 
 
 def success(request_id: RequestId, result: Any) -> dict[str, Any]:
-    """A JSON-RPC success response."""
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+    """
+    A JSON-RPC success response: a L{PreparedJSON} when C{result} is one
+    (its text the envelope's around C{result}'s).
+    """
+    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    if type(result) is PreparedJSON:
+        # An int's JSON is its str (saves the encoder's call, ~3,000
+        # instructions); a string or null id is encoded.
+        id_text = str(request_id) if type(request_id) is int else _encode(request_id)
+        return prepared(response, f'{{"jsonrpc":"2.0","id":{id_text},"result":{result.json}}}')
+    return response
 
 
 def failure(request_id: RequestId, error: A2AError) -> dict[str, Any]:
