@@ -169,7 +169,8 @@ def canonical_content(document: dict[str, Any]) -> bytes:
 _canonical_encode = compact_encoder(sort_keys=True)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as it is made for every request: see beacon.protocol.types.Part.
+@dataclass(slots=True)
 class Content:
     """
     A submission's content, ready to store.

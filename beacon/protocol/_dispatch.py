@@ -70,7 +70,8 @@ def parse_extensions(values: list[str] | None) -> frozenset[str]:
     return frozenset(uris)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as it is made for every request: see beacon.protocol.types.Part.
+@dataclass(slots=True)
 class CallContext:
     """
     Who is calling, through what, with which service parameters.

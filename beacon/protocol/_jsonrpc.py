@@ -35,7 +35,8 @@ RequestId = str | int | None
 NO_ID: RequestId = None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as it is made for every request: see beacon.protocol.types.Part.
+@dataclass(slots=True)
 class RPCRequest:
     """
     A well-formed JSON-RPC 2.0 request.
