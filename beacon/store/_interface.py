@@ -29,7 +29,8 @@ from beacon.protocol.query import TaskQuery
 DECISION_STATES = frozenset({STATE_COMPLETED, STATE_REJECTED})
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as it is made for every request: see beacon.protocol.types.Part.
+@dataclass(slots=True)
 class Submission:
     """
     One stored submission, exactly as it is written.
@@ -58,7 +59,8 @@ class Submission:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as it is made for every request: see beacon.protocol.types.Part.
+@dataclass(slots=True)
 class TaskStatusRecord:
     """
     A submission's derived status: what the public GetTask may reveal.
