@@ -36,6 +36,7 @@ from beacon.intake import (
     schema_validator,
 )
 from beacon.intake._public import receipt_task
+from beacon.intake._submission import canonical_content
 from beacon.protocol import A2A_DOMAIN, CallContext, Dispatcher, IA2AHandler
 from beacon.testing import MemoryStore
 
@@ -258,6 +259,18 @@ def test_receipt_task_json_is_what_dumps_writes(receipt: dict[str, str], context
         }
     }
     assert task.json == json.dumps(dict(task), ensure_ascii=False, separators=(",", ":"))
+
+
+@given(
+    st.text()
+    | st.dictionaries(st.sampled_from(["text", "message", "Text"]), st.text() | st.integers(), max_size=3)
+)
+def test_canonical_content_is_the_documented_form(value: Any) -> None:
+    """The canonical bytes of a content document (a text one written out by hand) are json.dumps's, keys sorted, compact, not ASCII-escaped."""
+    document = {"text": value} if isinstance(value, str) else value
+    assert canonical_content(document) == json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
 
 
 def test_receipt_ids_are_long_alphanumeric_and_unique(beacon: Beacon) -> None:
