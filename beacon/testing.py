@@ -81,7 +81,9 @@ class MemoryStore:
             return fail(StoreError("a submission with that id is stored"))
         self.submissions[submission.id] = submission
         self._seq[submission.id] = len(self._seq) + 1
-        self._listeners.notify([StoreEvent("submitted", submission.id)])
+        if self._listeners.listening:
+            # Made only for a listener, as the threaded stores make them.
+            self._listeners.notify([StoreEvent("submitted", submission.id)])
         return succeed(None)
 
     def get(self, receipt_id: str) -> Deferred[StoredTask | None]:
