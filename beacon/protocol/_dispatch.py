@@ -244,6 +244,11 @@ class StreamAnswer:
     stream: EventStream
 
 
+#: What a JSON-RPC request is answered with: the response object, None for
+#: a notification, or a L{StreamAnswer}.
+Response = dict[str, Any] | StreamAnswer | None
+
+
 class Dispatcher:
     """
     Runs JSON-RPC request bodies against one policy.
@@ -271,48 +276,63 @@ class Dispatcher:
         self.errors: Counter[str] = Counter()
 
     def dispatch(
-        self, body: bytes, context: CallContext
-    ) -> Deferred[dict[str, Any] | StreamAnswer | None]:
+        self, body: bytes, context: CallContext, then: Callable[[Response], Any] | None = None
+    ) -> Deferred[Any]:
         """
         Answer one request body.
 
+        @param then: Called with the response in the callback that makes
+            it (or at once, for a body that is not a request), and the
+            Deferred fires with what it returns: a binding's answer is then
+            no callback of its own (see L{call}).
         @return: A Deferred that fires with the JSON-RPC response object, or
             with None for a notification (which is run but never answered),
-            or with a L{StreamAnswer} for a streaming method. It never
-            fails.
+            or with a L{StreamAnswer} for a streaming method (given to
+            C{then} when there is one). It never fails.
         """
         try:
             request = parse_request(loads(body))
         except A2AError as error:
             self.errors[error.reason] += 1
-            return _fired(failure(request_id_of(error), error))
-        return self.call(request, context)
+            response = failure(request_id_of(error), error)
+            return _fired(response if then is None else then(response))
+        return self.call(request, context, then)
 
     def call(
-        self, request: RPCRequest, context: CallContext
-    ) -> Deferred[dict[str, Any] | StreamAnswer | None]:
+        self,
+        request: RPCRequest,
+        context: CallContext,
+        then: Callable[[Response], Any] | None = None,
+    ) -> Deferred[Any]:
         """
-        Run an already parsed request; see L{dispatch}.
+        Run an already parsed request; see L{dispatch}. C{then} is called in
+        the callback that makes the response, not added as one: that saves
+        a pass of Deferred._runCallbacks per request where the answer has
+        fired already, ~7,500 instructions (bench/inprocess.py send
+        --callgrind), and a callback's turn in the loop where it has not.
         """
         result = maybeDeferred(
             self._run, request.method, request.params, context, request.notification
         )
 
-        def answered(value: Any) -> dict[str, Any] | StreamAnswer | None:
+        def answered(value: Any) -> Any:
+            response: Response
             if isinstance(value, EventStream):
                 if request.notification:
                     value.cancel()
-                    return None
-                return StreamAnswer(request.id, value)
-            if request.notification:
-                return None
-            return success(request.id, value)
+                    response = None
+                else:
+                    response = StreamAnswer(request.id, value)
+            elif request.notification:
+                response = None
+            else:
+                response = success(request.id, value)
+            return response if then is None else then(response)
 
-        def refused(reason: Failure) -> dict[str, Any] | None:
+        def refused(reason: Failure) -> Any:
             error = self._error_of(reason, request.method)
-            if request.notification:
-                return None
-            return failure(request.id, error)
+            response = None if request.notification else failure(request.id, error)
+            return response if then is None else then(response)
 
         return result.addCallbacks(answered, refused)
 

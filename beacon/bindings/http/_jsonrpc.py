@@ -360,7 +360,7 @@ class JSONRPCResource(MethodsResource):
             except Exception:
                 log.failure("http.response_failed")
 
-        self._dispatcher.dispatch(body, context).addCallback(respond)
+        self._dispatcher.dispatch(body, context, respond)
         return NOT_DONE_YET
 
 

@@ -558,7 +558,7 @@ class WebSocketA2AProtocol(UpgradeProtocol):
             return
         assert self._context is not None
         self._in_flight += 1
-        factory.dispatcher.call(request, self._context).addCallback(self._answered)
+        factory.dispatcher.call(request, self._context, self._answered)
 
     def _too_large_error(self) -> FrameTooLargeError:
         limit = self.factory.limits.max_body
