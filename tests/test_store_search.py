@@ -548,3 +548,128 @@ async def test_two_stores_search_each_others_rows(db: Path) -> None:
         await one.stopService()
         await two.stopService()
     check_index(db)
+
+
+@pytest_twisted.ensureDeferred
+async def test_windowed_search_pages_are_the_shared_pages(db: Path) -> None:
+    """
+    A search's page in the received order read from windows of the walk
+    (L{beacon.store._sqlite_search}) is the shared query's page, row for
+    row, page after page: whether the first window holds the page, a
+    larger one does, the walk ends inside a window, or every window falls
+    short and the shared query reads it; with other filters and a cursor;
+    with receipt times in no relation to the order of insertion.
+    """
+    import random
+
+    from beacon.store._sql import PageRequest, page_of
+    from beacon.store._sqlite import DIALECT
+    from beacon.store._sqlite_search import search_rows
+
+    rng = random.Random(7)
+    times = list(range(300))
+    rng.shuffle(times)
+    appended = []
+    for n, at in enumerate(times):
+        words = ["every"]
+        if n % 2 == 0:
+            words.append("half")
+        if n % 10 == 0:
+            words.append("tenth")
+        if at < 12:
+            words.append("oldest")
+        appended.append(submission(
+            n,
+            content=text(" ".join(words)),
+            received_at_ms=T0 + at // 2,
+            door="native" if n % 3 == 0 else "a2a-jsonrpc",
+        ))
+    store = open_store(db)
+    try:
+        for s in appended:
+            await store.append(s)
+        for s in appended[::7]:
+            await store.decide(s.id, STATE_REJECTED, DECIDED_AT, None)
+    finally:
+        await store.stopService()
+    connection = raw(db)
+    windowed = fallen_back = 0
+    try:
+        for search in ("every", "half", "tenth", "oldest", "every half"):
+            for filters in (
+                {},
+                {"door": "native"},
+                {"status": STATE_SUBMITTED},
+                {"since": T0 + 20, "until": T0 + 130},
+            ):
+                for limit, rows_per_row, tries in ((1, 1, 3), (3, 2, 2), (7, 16, 3), (2, 1, 1)):
+                    query = TaskQuery(sort=SORT_RECEIVED, search=search, **filters)
+                    after = None
+                    while True:
+                        request = PageRequest(
+                            query, limit=limit, after=after, with_total=False,
+                            search=DIALECT.search_parameter(search),
+                        )
+                        page, params = DIALECT.page_query(request)
+                        shared = connection.execute(page, params).fetchall()
+                        rows = search_rows(
+                            connection, request, None, sparse=0,
+                            rows_per_row=rows_per_row, tries=tries,
+                        )
+                        if rows is None:
+                            fallen_back += 1
+                        else:
+                            windowed += 1
+                            assert rows == shared, (search, filters, limit, after)
+                        after = page_of(shared, request, None).next_after
+                        if after is None:
+                            break
+    finally:
+        connection.close()
+    assert windowed > 100 and fallen_back > 10, (windowed, fallen_back)
+
+
+def test_windowed_search_plans(db: Path) -> None:
+    """
+    A window of the walk is read down the received order's index, and the
+    full-text index is asked only from the window's smallest C{seq} up; a
+    search that is the only filter is counted from the full-text index
+    alone, up to the cap; with another filter, it is not.
+    """
+    from twisted.logger import Logger
+
+    from beacon.store._sql import PageRequest
+    from beacon.store._sqlite import migrate
+    from beacon.store._sqlite_search import _windowed, search_count
+
+    migrate(str(db), Logger())
+    connection = raw(db)
+
+    def plan(query: str, params: list[object]) -> str:
+        rows = connection.execute(f"EXPLAIN QUERY PLAN {query}", params).fetchall()
+        return "\n".join(row[-1] for row in rows)
+
+    try:
+        request = PageRequest(
+            TaskQuery(sort=SORT_RECEIVED, search="word"), limit=50,
+            after=(T0, 5), search='"word"', total_cap=10_000,
+        )
+        page, walked, params = _windowed(request)
+        shown = plan(page, [*params, 800, '"word"', 51])
+        assert "SEARCH s USING COVERING INDEX submissions_by_received (received_at_ms<?)" in shown, shown
+        assert f"SCAN {SEARCH_TABLE} VIRTUAL TABLE INDEX 0:M1>" in shown, shown
+        assert "SEARCH s USING INTEGER PRIMARY KEY (rowid=?)" in shown, shown
+        shown = plan(walked, [*params, 800])
+        assert "submissions_by_received" in shown and "TEMP B-TREE" not in shown, shown
+        counted = search_count(request)
+        assert counted is not None and counted[1] == ['"word"', 10_001]
+        shown = plan(*counted)
+        assert "submissions" not in shown.replace(SEARCH_TABLE, ""), shown
+        assert search_count(
+            PageRequest(TaskQuery(search="word", door="native"), limit=50, search='"word"')
+        ) is None
+        assert search_count(PageRequest(TaskQuery(), limit=50)) is None
+        uncapped = search_count(PageRequest(TaskQuery(search="word"), limit=50, search='"word"'))
+        assert uncapped is not None and "LIMIT" not in uncapped[0]
+    finally:
+        connection.close()

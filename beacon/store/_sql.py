@@ -290,11 +290,14 @@ class Dialect:
             return self._received_page(request)
         return self._updated_page(request)
 
-    def _received_page(self, request: PageRequest) -> tuple[str, list[object]]:
+    def received_walk(self, request: PageRequest) -> tuple[str, list[object], bool]:
         """
-        A page in the received order: a walk down the index on
-        C{(received_at_ms, seq)} from the cursor, reading each task's
-        decision on the way, until the page is full.
+        The condition on a walk down the received order's index (C{s},
+        joined to its decision C{e} where needed) that C{request}'s filters
+        and cursor make, the search's as walked (see L{_submission_filters})
+        included, and its parameters.
+
+        @return: The condition, its parameters, and whether it reads C{e}.
         """
         conditions, params = self._submission_filters(request, walk=True)
         decided, decided_params = self._decision_filters(
@@ -308,7 +311,15 @@ class Dialect:
             )
             conditions.append(condition)
             params += after_params
-        where = " AND ".join(conditions) or self.true
+        return " AND ".join(conditions) or self.true, params, bool(decided)
+
+    def _received_page(self, request: PageRequest) -> tuple[str, list[object]]:
+        """
+        A page in the received order: a walk down the index on
+        C{(received_at_ms, seq)} from the cursor, reading each task's
+        decision on the way, until the page is full.
+        """
+        where, params, _ = self.received_walk(request)
         return (
             f"""
                 SELECT {TASK_COLUMNS}

@@ -79,6 +79,7 @@ from beacon.store._sqlite_schema import (
     schema_version,
     searchable,
 )
+from beacon.store._sqlite_search import SPARSE_MATCHES, search_count, search_rows
 from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 _T = TypeVar("_T")
@@ -384,16 +385,25 @@ class SQLiteStore(ThreadedStore):
     ) -> TaskPage:
         """
         One page of L{list_tasks} and, if asked for, its total, in one read
-        transaction.
+        transaction; a search's as L{beacon.store._sqlite_search} reads
+        them.
         """
-        page, page_params = self._dialect.page_query(request)
         total: int | None = None
+        matches: int | None = None
         connection.execute("BEGIN")
         try:
             if request.with_total:
-                count, params = self._dialect.count_query(request)
+                counted = search_count(request)
+                count, params = counted or self._dialect.count_query(request)
                 (total,) = connection.execute(count, params).fetchone()
-            rows = connection.execute(page, page_params).fetchall()
+                if counted is not None and (
+                    request.total_cap is None or request.total_cap >= SPARSE_MATCHES
+                ):
+                    matches = total
+            rows = search_rows(connection, request, matches)
+            if rows is None:
+                page, page_params = self._dialect.page_query(request)
+                rows = connection.execute(page, page_params).fetchall()
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
