@@ -653,6 +653,18 @@ async def test_list_total_capped(store: Store) -> None:
         assert (await store.list_tasks(status, limit=2, total_cap=4)).total_capped is False
         searched = TaskQuery(sort=sort, search="nothing-has-this")
         assert (await store.list_tasks(searched, limit=2, total_cap=0)).total == 0
+        # A search alone, and a decided state alone, are counted on their
+        # own (the full-text index; the decisions): capped alike.
+        searched = TaskQuery(sort=sort, search="Submission")
+        over = await store.list_tasks(searched, limit=2, total_cap=4)
+        assert (over.total, over.total_capped, len(over.tasks)) == (4, True, 2)
+        at = await store.list_tasks(searched, limit=2, total_cap=5)
+        assert (at.total, at.total_capped, at.tasks) == (5, False, over.tasks)
+        rejected = TaskQuery(sort=sort, status=STATE_REJECTED)
+        over = await store.list_tasks(rejected, limit=2, total_cap=0)
+        assert (over.total, over.total_capped, len(over.tasks)) == (0, True, 1)
+        at = await store.list_tasks(rejected, limit=2, total_cap=1)
+        assert (at.total, at.total_capped) == (1, False)
 
 
 @pytest_twisted.ensureDeferred

@@ -844,6 +844,13 @@ def test_queries_can_use_the_indexes(
     for status in (STATE_SUBMITTED, STATE_REJECTED):
         received = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED, status=status), limit=50))
         assert "Index Scan Backward using submissions_by_received" in received, received
+    # The submitted state is having no decision (an anti join, which the
+    # planner counts right, not a filter it takes for one row in 200); a
+    # decided state's count reads the decisions alone.
+    submitted = plan(PageRequest(TaskQuery(sort=SORT_RECEIVED, status=STATE_SUBMITTED), limit=50))
+    assert "Anti Join" in submitted and "COALESCE" not in submitted, submitted
+    rejected = plan(PageRequest(TaskQuery(status=STATE_REJECTED), limit=50, total_cap=10), True)
+    assert "events" in rejected and "submissions" not in rejected, rejected
 
 
 def test_search_never_runs_in_parallel_workers(
@@ -887,6 +894,38 @@ def test_search_never_runs_in_parallel_workers(
             " WHERE proname = 'beacon_search_text'"
         ).fetchone() or (None, None, None)
     assert (volatility, parallel, cost) == ("i", "u", 1000)
+
+
+def test_readers_plan_for_the_parameters(pg_url: str) -> None:
+    """
+    A reader session plans every statement for its own parameters, also
+    one prepared and run again and again (as psycopg prepares a statement
+    run five times): the best plan of a list depends on them (a word in
+    most submissions, or in a few), which a plan made once for any
+    parameters cannot tell apart.
+    """
+    import psycopg
+
+    from beacon.store._postgres import DIALECT, _as_reader
+    from beacon.store._postgres_connect import conninfo, session
+    from beacon.store._sql import PageRequest
+
+    upgrade(pg_url)
+    query, params = DIALECT.count_query(
+        PageRequest(TaskQuery(search="word"), limit=50, search="word", total_cap=10)
+    )
+    plans = "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+    planned = {}
+    for name, setup in (("reader", _as_reader), ("default", lambda connection: None)):
+        connection: psycopg.Connection[Any] = session(conninfo(pg_url), setup)
+        try:
+            for _ in range(12):
+                assert connection.execute(query, params, prepare=True).fetchone() == (0,)
+            [planned[name]] = connection.execute(plans).fetchall()
+        finally:
+            connection.close()
+    # PostgreSQL's default would have planned it once for any parameters.
+    assert planned["reader"] == (0, 12) and planned["default"][0] > 0, planned
 
 
 # Lost connections and a lost server.

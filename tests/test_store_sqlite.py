@@ -601,6 +601,14 @@ async def test_query_plans_use_the_indexes(sqlite_store: SQLiteStore, db: Path) 
         plan = query_plan(db, *DIALECT.page_query(
             PageRequest(TaskQuery(sort=SORT_RECEIVED, status=status), limit=50)))
         assert "SCAN s USING INDEX submissions_by_received" in plan and "TEMP B-TREE" not in plan, plan
+    # A decided state's count reads the decisions alone; the submitted
+    # state is having no decision, looked up per row of the walk.
+    query, params = DIALECT.count_query(
+        PageRequest(TaskQuery(status=STATE_REJECTED), limit=50, total_cap=10))
+    assert "submissions" not in query and query_plan(db, query, params).endswith("SCAN e\nSCAN counted")
+    plan = query_plan(db, *DIALECT.page_query(
+        PageRequest(TaskQuery(sort=SORT_RECEIVED, status=STATE_SUBMITTED), limit=50)))
+    assert "SEARCH e USING COVERING INDEX events_one_decision (submission_id=?)" in plan, plan
     # A capped count stops at the cap.
     capped = PageRequest(TaskQuery(sort=SORT_RECEIVED), limit=50, total_cap=10)
     query, params = DIALECT.count_query(capped)

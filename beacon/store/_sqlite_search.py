@@ -95,8 +95,7 @@ def _windowed(request: PageRequest) -> tuple[str, str, list[object]]:
     window's size alone (its parameter: the window's size), and the other
     parameters, which both take first.
     """
-    where, params, decided = DIALECT.received_walk(replace(request, search=None))
-    join = "LEFT JOIN events AS e ON e.submission_id = s.id" if decided else ""
+    where, params, join = DIALECT.received_walk(replace(request, search=None))
     walk = f"""
         SELECT s.seq AS seq, s.received_at_ms AS received_at_ms
         FROM submissions AS s {join}
