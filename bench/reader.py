@@ -622,6 +622,8 @@ class ScaleRun:
     reject: Finished | None = None
     rejected: int | None = None
     walk_s: float | None = None
+    console_first_s: float | None = None
+    console: Timing | None = None
     plans: dict[str, str] = field(default_factory=dict)
     failed: str | None = None
     load: tuple[float, float] = (0.0, 0.0)
@@ -715,6 +717,66 @@ class Bench:
                     seconds.append(elapsed)
                 total = result.get("totalSize")
         return Timing(seconds, total)
+
+    def time_console(self, socket_path: str) -> tuple[float, Timing]:
+        """
+        The web console's list, as a browser gets it: `beacon review web`
+        started on the server's socket, its sign-in link spent, then its
+        C{GET /api/tasks} (what the page asks first: 50, historyLength 1,
+        the total). The seconds from the sign-in to the first list's last
+        byte (the console's first call to Beacon), and the timing of
+        further lists (a new connection each).
+        """
+        proc = self.procs.start(
+            self.pin_client + [str(BEACON), "review", "web", "--socket", socket_path,
+                               "--no-browser"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert proc.stdout is not None
+            line = b""
+            limit = time.monotonic() + self.procs.bound(60)
+            while not line.endswith(b"\n"):
+                if not select.select([proc.stdout], [], [], max(0.0, limit - time.monotonic()))[0]:
+                    raise BenchError("beacon review web printed no sign-in link within 60 s")
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    raise BenchError(f"beacon review web exited ({proc.wait()}) before its link")
+                line += chunk
+            found = re.search(rb"http://127\.0\.0\.1:(\d+)(/\?token=\S+)", line)
+            if found is None:
+                raise BenchError(f"beacon review web printed no link: {line[:200]!r}")
+            port, sign_in = int(found.group(1)), found.group(2).decode()
+            started = time.perf_counter()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            connection.request("GET", sign_in)
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            cookie = (response.getheader("Set-Cookie") or "").split(";", 1)[0]
+            if response.status != 303 or not cookie:
+                raise BenchError(f"the console's sign-in answered {response.status}")
+
+            def listed() -> float:
+                begun = time.perf_counter()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                try:
+                    connection.request("GET", "/api/tasks?pageSize=50", headers={"Cookie": cookie})
+                    response = connection.getresponse()
+                    body = response.read()
+                finally:
+                    connection.close()
+                if response.status != 200 or len(json.loads(body)["tasks"]) != 50:
+                    raise BenchError(f"the console's list answered {response.status}: {body[:300]!r}")
+                return time.perf_counter() - begun
+
+            with self.on_client_core():
+                listed()
+                first = time.perf_counter() - started
+                seconds = [listed() for _ in range(self.args.calls)]
+            return first, Timing(seconds, None)
+        finally:
+            self.procs.stop(proc)
 
     def walk(self, socket_path: str, search: str) -> tuple[float, int]:
         """
@@ -922,6 +984,10 @@ class Bench:
                 result.lists[name], result.capped[name] = timing, capped
                 say(f"[{store}] List {label}: median {timing.median_ms:.1f} ms, "
                     f"p95 {timing.p95_ms:.1f} ms, total {'more than ' if capped else ''}{timing.total}")
+            result.console_first_s, result.console = self.time_console(socket_path)
+            say(f"[{store}] the console's first list: {result.console_first_s * 1000:.1f} ms from the "
+                f"sign-in; then median {result.console.median_ms:.1f} ms, "
+                f"p95 {result.console.p95_ms:.1f} ms")
             result.walk_s, _ = self.walk(socket_path, RARE_WORD)
             done = self.beacon_cli(socket_path, "reject", "--matching", "--search", RARE_WORD,
                                    "--yes", "--json", "--timeout", "600", timeout=1800)
@@ -1150,6 +1216,10 @@ def scale_report(runs: list[ScaleRun], meta: dict[str, str], args: argparse.Name
             f"{ms(r.lists[n].median_ms)} / {ms(r.lists[n].p95_ms)} / {ms(r.lists[n].max_ms)}")))
         lines.append(row("&nbsp;&nbsp;total", lambda r, n=name: (
             f"> {r.lists[n].total:,}" if r.capped[n] else f"{r.lists[n].total:,}")))
+    lines.append(row("`beacon review web`: its first list (GET /api/tasks), from the sign-in",
+                     lambda r: f"{r.console_first_s * 1000:.1f} ms"))
+    lines.append(row("&nbsp;&nbsp;then each list (GET /api/tasks)", lambda r: (
+        f"{ms(r.console.median_ms)} / {ms(r.console.p95_ms)} / {ms(r.console.max_ms)}")))
     lines.append(row(f'`review reject --matching --search {RARE_WORD} --yes` (wall)',
                      lambda r: f"{r.reject.wall_s:.2f} s"))
     lines.append(row("&nbsp;&nbsp;rejected", lambda r: f"{r.rejected:,}"))
@@ -1173,6 +1243,11 @@ def scale_report(runs: list[ScaleRun], meta: dict[str, str], args: argparse.Name
             figure = f"p95 {t.p95_ms:.1f} ms" if t else "n/a"
             met = "n/a" if t is None else ("yes" if t.p95_ms < target else "**NO**")
             lines.append(f"| {label} {shown} | {r.store} ({r.count:,}) | {figure} | {met} |")
+        first = r.console_first_s
+        lines.append(f"| `beacon review web`'s first list, from the sign-in, < {SCALE_GOAL_CONSOLE_S:.0f} s | "
+                     f"{r.store} ({r.count:,}) | "
+                     + (f"{first * 1000:.1f} ms | {'yes' if first < SCALE_GOAL_CONSOLE_S else '**NO**'} |"
+                        if first is not None else "n/a | n/a |"))
         for name, (label, _) in SCALE_AFTER.items():
             t = r.after.get(name)
             figure = f"p95 {t.p95_ms:.1f} ms" if t else "n/a"
@@ -1259,8 +1334,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="write the table as markdown (default file: bench/results/<date>-reader.md)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin with taskset")
     parser.add_argument("--scale", action="store_true",
-                        help="the large-inbox run (issue 42 item 6): fill, List queries, bulk reject "
-                             "of count/100; no export or purge")
+                        help="the large-inbox run (issue 42 item 6): fill, List queries, the web "
+                             "console's list (`beacon review web`), bulk reject of count/100; no "
+                             "export or purge")
     parser.add_argument("--pg-count", type=int, default=None,
                         help="with --scale: PostgreSQL's inbox size, if not --count")
     parser.add_argument("--keep", action="store_true",
