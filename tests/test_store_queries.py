@@ -258,33 +258,51 @@ EXAMPLES = [
 ]
 
 
+#: How a walk asks for its pages: with the total (counted exactly: the
+#: stores then read a page of few tasks from all of them), without it
+#: (a walk in the page's order), and with it capped at 1 (counted to 2,
+#: so not exactly once more than one task matches).
+COUNTS: tuple[dict[str, Any], ...] = (
+    {"with_total": True, "total_cap": None},
+    {"with_total": False, "total_cap": None},
+    {"with_total": True, "total_cap": 1},
+)
+
+
 def check_walk(case: Case, read_page: Any) -> None:
     """
-    Follow the pages C{read_page(after)} answers and compare them with
-    the model.
+    Follow the pages C{read_page(after, counting)} answers, for each of
+    L{COUNTS}, and compare them with the model.
     """
     want = expected(case)
-    got: list[str] = []
-    after: tuple[int, int] | None = None
-    pages = 0
-    while True:
-        page: TaskPage = read_page(after)
-        pages += 1
-        assert pages <= len(want) + 1, "the pages do not end"
-        assert page.total == len(want)
-        got += [task.submission.id for task in page.tasks]
-        if page.next_after is None:
-            break
-        assert len(page.tasks) == case.limit
-        last = page.tasks[-1]
-        key = (
-            last.submission.received_at_ms
-            if case.sort == SORT_RECEIVED
-            else last.updated_at_ms
-        )
-        assert page.next_after == (key, last.seq)
-        after = page.next_after
-    assert got == want
+    for counting in COUNTS:
+        got: list[str] = []
+        after: tuple[int, int] | None = None
+        pages = 0
+        cap = counting["total_cap"]
+        while True:
+            page: TaskPage = read_page(after, counting)
+            pages += 1
+            assert pages <= len(want) + 1, "the pages do not end"
+            if not counting["with_total"]:
+                assert page.total is None
+            elif cap is None:
+                assert page.total == len(want)
+            else:
+                assert (page.total, page.total_capped) == (min(len(want), cap), len(want) > cap)
+            got += [task.submission.id for task in page.tasks]
+            if page.next_after is None:
+                break
+            assert len(page.tasks) == case.limit
+            last = page.tasks[-1]
+            key = (
+                last.submission.received_at_ms
+                if case.sort == SORT_RECEIVED
+                else last.updated_at_ms
+            )
+            assert page.next_after == (key, last.seq)
+            after = page.next_after
+        assert got == want, counting
 
 
 def with_examples(test: Any) -> Any:
@@ -327,9 +345,11 @@ def test_memory_store_pages_like_the_model(case: Case) -> None:
     if case.purge_before is not None:
         fired(store.purge(T0 + case.purge_before, T0 + 100))
 
-    def read_page(after: tuple[int, int] | None) -> TaskPage:
+    def read_page(after: tuple[int, int] | None, counting: dict[str, Any]) -> TaskPage:
         return fired(  # type: ignore[no-any-return]
-            store.list_tasks(TaskQuery(sort=case.sort, **case.filters), limit=case.limit, after=after)
+            store.list_tasks(
+                TaskQuery(sort=case.sort, **case.filters), limit=case.limit, after=after, **counting
+            )
         )
 
     check_walk(case, read_page)
@@ -355,16 +375,19 @@ def sqlite_database() -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
-def request_of(case: Case, dialect: Any, after: tuple[int, int] | None) -> PageRequest:
+def request_of(
+    case: Case, dialect: Any, after: tuple[int, int] | None, counting: dict[str, Any]
+) -> PageRequest:
     """
-    The PageRequest list_tasks makes of C{case}'s request.
+    The PageRequest list_tasks makes of C{case}'s request, counted as
+    C{counting} says (see L{COUNTS}).
     """
     query = TaskQuery(sort=case.sort, **case.filters)
     search = None
     if query.search is not None:
         search = dialect.search_parameter(query.search)
         assert search is not None
-    return PageRequest(query, limit=case.limit, after=after, search=search)
+    return PageRequest(query, limit=case.limit, after=after, search=search, **counting)
 
 
 def store_rows(connection: Any, case: Case, mark: str) -> None:
@@ -406,8 +429,10 @@ def test_sqlite_queries_page_like_the_model(case: Case) -> None:
         _sqlite_schema.index_pending(connection, None)
         connection.execute("COMMIT")
 
-        def read_page(after: tuple[int, int] | None) -> TaskPage:
-            return store._select_page(connection, request_of(case, _sqlite.DIALECT, after))
+        def read_page(after: tuple[int, int] | None, counting: dict[str, Any]) -> TaskPage:
+            return store._select_page(
+                connection, request_of(case, _sqlite.DIALECT, after, counting)
+            )
 
         check_walk(case, read_page)
 
@@ -446,8 +471,8 @@ def test_postgresql_queries_page_like_the_model(
         if case.purge_before is not None:
             store._purge_rows(pg_connection, T0 + case.purge_before, T0 + 100)
 
-        def read_page(after: tuple[int, int] | None) -> TaskPage:
-            return store._select_page(pg_connection, request_of(case, DIALECT, after))
+        def read_page(after: tuple[int, int] | None, counting: dict[str, Any]) -> TaskPage:
+            return store._select_page(pg_connection, request_of(case, DIALECT, after, counting))
 
         check_walk(case, read_page)
 

@@ -82,7 +82,14 @@ from beacon.store._postgres_listen import (
     notification_payload,
 )
 from beacon.store._postgres_schema import WRITE_LOCK, migrate
-from beacon.store._sql import Dialect, PageRequest, page_of, row_of, task_of
+from beacon.store._sql import (
+    Dialect,
+    PageRequest,
+    counted_exactly,
+    page_of,
+    row_of,
+    task_of,
+)
 from beacon.store._threaded import ThreadedStore, _Decision, _Outcome, _Write
 
 _T = TypeVar("_T")
@@ -841,14 +848,19 @@ class PostgreSQLStore(ThreadedStore):
         """
         One page of L{list_tasks} and, if asked for, its total, in one
         C{REPEATABLE READ} transaction (the reader connections' isolation),
-        so they agree.
+        so they agree. A page of no task is not read; one of few is read
+        from all of them (see L{Dialect.page_query
+        <beacon.store._sql.Dialect.page_query>}).
         """
-        page, page_params = self._dialect.page_query(request)
         total: int | None = None
+        rows: list[Any] = []
         with connection.transaction():
             if request.with_total:
                 count, params = self._dialect.count_query(request)
                 counted = connection.execute(count, params).fetchone()
                 total = int(counted[0]) if counted else 0
-            rows = connection.execute(page, page_params).fetchall()
+            matching = counted_exactly(request, total)
+            if matching != 0:
+                page, page_params = self._dialect.page_query(request, matching)
+                rows = connection.execute(page, page_params).fetchall()
         return page_of(rows, request, total)

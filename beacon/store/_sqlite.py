@@ -59,7 +59,15 @@ from beacon.store._interface import (
     Submission,
     TaskPage,
 )
-from beacon.store._sql import PageRequest, Row, page_of, row_of, task_of
+from beacon.store._sql import (
+    FEW_MATCHING,
+    PageRequest,
+    Row,
+    counted_exactly,
+    page_of,
+    row_of,
+    task_of,
+)
 from beacon.store._sqlite_schema import (
     BUSY_TIMEOUT_MS,
     CATCH_UP_ROWS,
@@ -386,7 +394,8 @@ class SQLiteStore(ThreadedStore):
         """
         One page of L{list_tasks} and, if asked for, its total, in one read
         transaction; a search's as L{beacon.store._sqlite_search} reads
-        them.
+        them. A page of no task is not read; one of few is read from all
+        of them (see L{Dialect.page_query <beacon.store._sql.Dialect.page_query>}).
         """
         total: int | None = None
         matches: int | None = None
@@ -400,9 +409,14 @@ class SQLiteStore(ThreadedStore):
                     request.total_cap is None or request.total_cap >= SPARSE_MATCHES
                 ):
                     matches = total
-            rows = search_rows(connection, request, matches)
+            matching = counted_exactly(request, total)
+            rows: list[Any] | None = None
+            if matching == 0:
+                rows = []
+            elif matching is None or matching > FEW_MATCHING:
+                rows = search_rows(connection, request, matches)
             if rows is None:
-                page, page_params = self._dialect.page_query(request)
+                page, page_params = self._dialect.page_query(request, matching)
                 rows = connection.execute(page, page_params).fetchall()
         except BaseException:
             if connection.in_transaction:
