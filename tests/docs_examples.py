@@ -312,18 +312,6 @@ def matches(expected: list[str], actual: str) -> bool:
     return re.fullmatch("".join(pattern), actual.strip(), re.DOTALL) is not None
 
 
-def test_matches() -> None:
-    """The output comparison: ellipsis, loose whitespace, nothing else."""
-    assert matches(["task ... TASK_STATE_SUBMITTED"], "task 06h TASK_STATE_SUBMITTED\n")
-    assert matches(['{"id":"...","status":{...}}'], '{"id":"x","status":{"a":1}}')
-    assert matches([": stream open", "..."], ": stream open\n\n")
-    assert matches(["ID   STATE", "...  submitted  ..."], "ID STATE\n06h3  submitted  2026")
-    assert matches(["a", "...", "b ..."], "a\nx\ny\nb 1.0\n")
-    assert not matches(["task ... SUBMITTED"], "task x COMPLETED")
-    assert not matches(["a b"], "ab")
-    assert not matches(["{}"], "{} and more")
-
-
 class Output:
     """A process's output (both streams), read in a thread so that it can be awaited, bounded."""
 

@@ -386,7 +386,7 @@ class Config:
     @ivar data_dir: The data directory (the SQLite store lives in it).
     @ivar http: Public HTTP listeners, as Twisted server endpoint strings.
     @ivar public_url: The base URL the card advertises, without a trailing
-        slash; None to derive it from the first HTTP listener once bound.
+        slash; not set (None): derived from the first HTTP listener once bound.
     @ivar access_log: Whether the public listeners log a line per request.
     @ivar direct: Whether the public listeners answer plain requests to
         Beacon's own resources on the direct channel (see
@@ -398,13 +398,13 @@ class Config:
         none (the discovery documents are open to every origin regardless).
     @ivar card: The operator's words on the card.
     @ivar limits: The public doors' limits.
-    @ivar operator_socket: The operator's unix socket: None for the default
-        (C{<data_dir>/operator.sock}), empty to disable it.
+    @ivar operator_socket: The operator's unix socket; not set (None):
+        C{<data_dir>/operator.sock}; empty: no operator socket.
     @ivar operator_http: A loopback endpoint for the operator's bearer-token
         door (for hosts without unix sockets); empty: no such door.
     @ivar store_url: The submission store (C{[store] url}, C{--store}):
-        C{sqlite:///PATH} or C{postgresql://user@host:port/db}; None for
-        the SQLite database in the data directory. It may hold a password:
+        C{sqlite:///PATH} or C{postgresql://user@host:port/db}; not set
+        (None): the SQLite database in the data directory. It may hold a password:
         show it only as L{beacon.store.parse_store_url}'s C{display}.
     @ivar ws: Listeners of the WebSocket binding's own (C{--ws}), beside
         C{/a2a/ws} on every public HTTP listener.
