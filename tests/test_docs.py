@@ -537,3 +537,32 @@ def test_news_fragments_build(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Beacon 99.0.0" in done.stdout
     assert "beacon.bindings.operator" in done.stdout
+
+
+def test_embedding_examples_run(tmp_path: Path) -> None:
+    """
+    The embedding how-to's Python examples run, in the page's order and in
+    one namespace, as an application's .tac file would hold them: the names
+    they take from such a file (C{reactor}, C{application}, C{root}) are
+    given, and C{/var/lib/beacon} is a temporary directory. They build
+    Beacon's service tree and resources; nothing is started or listens.
+    """
+    from twisted.application.service import Application, IServiceCollection
+    from twisted.internet.testing import MemoryReactorClock
+    from twisted.web.resource import Resource
+
+    from beacon.bindings.http import BeaconSite
+
+    blocks = [block for block in BLOCKS if block.page == "docs/howto/embed.rst" and "import" in block.text]
+    assert len(blocks) == 2, [block.where() for block in blocks]
+    application = Application("the manual's embedding examples")
+    root = Resource()
+    namespace: dict[str, Any] = {"reactor": MemoryReactorClock(), "application": application, "root": root}
+    for block in blocks:
+        code = block.text.replace("/var/lib/beacon", str(tmp_path))
+        exec(compile(code, block.where(), "exec"), namespace)
+    assert isinstance(namespace["site"], BeaconSite)
+    services = list(IServiceCollection(application))
+    assert len(services) == 3, services  # makeService's tree, the store, the WebSocket service
+    assert not any(service.running for service in services)
+    assert {b".well-known", b"a2a"} <= set(root.children), sorted(root.children)
