@@ -124,35 +124,15 @@ _INSERT_SUBMISSION = """
     RETURNING seq
 """
 
-# The database decides, without an error that would abort the transaction:
-# nothing is inserted for an unknown id or a decided submission.
-#: Insert a decision and read the decided task back in one round trip (a
-#: bulk decision is thousands of these on the one writer connection). The
-#: statement's own snapshot does not see the row it inserts, so the
-#: decision's columns come from RETURNING, the rest from the tables; no row
-#: means the submission is unknown or already decided.
-_INSERT_DECISION = """
-    WITH decided AS (
-        INSERT INTO events (submission_id, state, at_ms, note)
-        SELECT %(id)s, %(state)s, %(at_ms)s, %(note)s
-        WHERE EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
-        ON CONFLICT (submission_id) DO NOTHING
-        RETURNING seq, submission_id, state, at_ms, note
-    )
-    SELECT decided.seq,
-        s.seq, s.id, s.context_id, s.received_at_ms, s.door, s.source, s.kind,
-        s.message_id, s.content, s.sha256, decided.state, decided.at_ms,
-        decided.note, p.at_ms
-    FROM decided
-    JOIN submissions AS s ON s.id = decided.submission_id
-    LEFT JOIN purges AS p ON p.submission_id = s.id
-"""
-
-#: Insert many decisions at once, each unless its submission is unknown or
-#: decided (L{_INSERT_DECISION}, set-based: one statement for a run of a
-#: batch's decisions with distinct ids, in their order, so that their
-#: seqs follow it); the parameters are four arrays, of ids, states, times
-#: and notes. Each row is one decision stored, with its task.
+#: Insert a run of a batch's decisions (distinct ids; one or thousands) and
+#: read their decided tasks back, in one statement, set-based, in their
+#: order so that their seqs follow it. The database decides, without an
+#: error that would abort the transaction: nothing is inserted for an
+#: unknown id or a decided submission (the unique index decides, also
+#: against other instances). The statement's own snapshot does not see the
+#: rows it inserts, so a decision's columns come from RETURNING, the rest
+#: from the tables. The parameters are four arrays, of ids, states, times
+#: and notes; each row is one decision stored, with its task.
 _INSERT_DECISIONS = """
     WITH wanted AS (
         SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[])
@@ -574,11 +554,7 @@ class PostgreSQLStore(ThreadedStore):
                         outcomes.append(None)
                         continue
                     decisions = cast(list[_Decision], run)
-                    inserted = (
-                        [self._insert_decision(connection, write)]
-                        if len(decisions) == 1
-                        else self._insert_decisions(connection, decisions)
-                    )
+                    inserted = self._insert_decisions(connection, decisions)
                     for decision, (outcome, seq) in zip(decisions, inserted):
                         if seq is not None:
                             payloads.append(
@@ -597,43 +573,14 @@ class PostgreSQLStore(ThreadedStore):
         return outcomes
 
     @staticmethod
-    def _insert_decision(
-        connection: psycopg.Connection[Any], decision: _Decision
-    ) -> tuple[_Outcome, int | None]:
-        """
-        Insert C{decision} inside the open transaction, unless its
-        submission is unknown or already decided (the unique index decides,
-        also against other instances).
-
-        @return: The outcome, and the decision's seq when it was stored.
-        """
-        row = connection.execute(
-            _INSERT_DECISION,
-            {
-                "id": decision.receipt_id,
-                "state": decision.state,
-                "at_ms": decision.at_ms,
-                "note": decision.note,
-            },
-        ).fetchone()
-        if row is None:
-            decided = connection.execute(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE submission_id = %s)",
-                (decision.receipt_id,),
-            ).fetchone()
-            if decided is not None and decided[0]:
-                return AlreadyDecided("the submission already has a decision"), None
-            return None, None
-        return task_of(row[1:]), int(row[0])
-
-    @staticmethod
     def _insert_decisions(
         connection: psycopg.Connection[Any], decisions: list[_Decision]
     ) -> list[tuple[_Outcome, int | None]]:
         """
-        Insert C{decisions} (distinct ids) inside the open transaction as
-        L{_insert_decision} inserts one, in two statements whatever their
-        number: the insert, then which of those not stored were decided.
+        Insert C{decisions} (distinct ids) inside the open transaction,
+        each unless its submission is unknown or already decided, in two
+        statements whatever their number: the insert (L{_INSERT_DECISIONS}),
+        then, for those not stored, which were decided.
 
         @return: Each decision's outcome, and its seq when it was stored.
         """
