@@ -28,6 +28,7 @@ from beacon.bindings.http._landing import accept_quality, prefers_html
 from beacon.config import build_config
 from beacon.service import BeaconResources, beacon_resources
 from beacon.testing import MemoryStore
+from raw_http import Answer
 
 PEER = IPv4Address("TCP", "192.0.2.7", 4321)
 PUBLIC = "https://inbox.example"
@@ -35,23 +36,6 @@ PUBLIC = "https://inbox.example"
 BROWSER = b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 #: A card name a hostile operator (or a careless one) could configure.
 HOSTILE = "</title><script>alert(1)</script> & \"quoted\" 'single' <b>"
-
-
-class Answer:
-    """One HTTP/1.1 answer read off the wire: status, headers, body."""
-
-    def __init__(self, raw: bytes) -> None:
-        head, _, self.body = raw.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        self.status = int(lines[0].split(" ")[1])
-        self.headers: dict[str, list[str]] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            self.headers.setdefault(name.strip().lower(), []).append(value.strip())
-
-    def header(self, name: str) -> str | None:
-        values = self.headers.get(name.lower())
-        return values[-1] if values else None
 
 
 class Public:
