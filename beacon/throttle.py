@@ -85,6 +85,21 @@ class LogThrottle:
                 max(0.0, logged_at + self.interval - now), self._summarise
             )
 
+    def count(self, kind: str, detail: str) -> bool:
+        """
+        L{note} for an event of C{kind} while that kind's events are being
+        counted for its next summary (its line logged within the interval):
+        count it under C{detail} and return True. Otherwise (the event may
+        be due a line of its own) do nothing and return False: the caller
+        calls L{note}. A flood's events after its first two cost one
+        look-up each, and no C{emit} made for nothing.
+        """
+        held = self._held.get(kind)
+        if held is None:
+            return False
+        held[detail] += 1
+        return True
+
     def _forget(self, now: float) -> None:
         """Forget the kinds whose last line is an interval old and that count nothing."""
         for kind, logged_at in list(self._logged_at.items()):

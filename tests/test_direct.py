@@ -898,6 +898,22 @@ def test_the_throttle_remembers_a_bounded_number_of_sources(logged_events: Any) 
     assert [t.max_kinds for t in refusals._throttles.values()] == [MAX_LOGGED_SOURCES] * 2
 
 
+def test_the_throttle_counts_without_an_emit_only_what_note_would_count() -> None:
+    """LogThrottle.count takes an event only while its kind is counted for a summary (note's own path then); otherwise it leaves it to note."""
+    clock = Clock()
+    lines: list[tuple[str, int]] = []
+    throttle = LogThrottle(clock, lambda kind, held: lines.append((kind, sum(held.values()))))
+    assert not throttle.count("a", ""), "a first event: note logs it"
+    throttle.note("a", "", lambda: lines.append(("a", 1)))
+    assert not throttle.count("a", ""), "nothing counted yet: note counts it and sets the timer"
+    throttle.note("a", "", lambda: lines.append(("a", 1)))
+    assert throttle.count("a", "") and throttle.count("a", "")
+    assert lines == [("a", 1)]
+    clock.advance(60)
+    assert lines == [("a", 1), ("a", 3)]
+    assert not throttle.count("a", ""), "summarised: the next is note's again"
+
+
 def test_stopping_the_site_logs_what_the_throttle_counted(logged_events: Any) -> None:
     """A site that stops listening logs the refusals counted since the last line at once, and leaves no timer."""
     server = Server(direct=True)

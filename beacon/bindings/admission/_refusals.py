@@ -96,6 +96,8 @@ class Refusals(Counter[str]):
     #: The throttles of the logged refusals, by what they log (made at the
     #: first).
     _throttles: dict[str, LogThrottle] | None = None
+    #: The throttle of the C{http.too_large} lines (one of L{_throttles}).
+    _too_large: LogThrottle | None = None
 
     def too_large(self, source: str, limit: int, clock: IReactorTime) -> None:
         """
@@ -105,9 +107,17 @@ class Refusals(Counter[str]):
         as one line when the interval ends (timed on C{clock}).
         """
         self["too_large"] += 1
-        self._throttle("http.too_large", clock, _too_large_summary).note(
+        throttle = self._too_large
+        if throttle is None:
+            throttle = self._too_large = self._throttle(
+                "http.too_large", clock, _too_large_summary
+            )
+        detail = str(limit)
+        if throttle.count(source, detail):
+            return  # Counted for the source's next summary line.
+        throttle.note(
             source,
-            str(limit),
+            detail,
             lambda: log.warn(
                 "http.too_large: refused a request body over {limit} bytes from {source}",
                 limit=limit,

@@ -166,7 +166,7 @@ class DirectCaches:
     @ivar heads: Field blocks and their reading (L{read_head}).
     @ivar answers: The bytes of answers given from a head, by what makes
         them (status, headers, body, the second's C{Date}, closing or not,
-        the method).
+        the method; a 413's by the second, path, method and closing).
     """
 
     def __init__(self) -> None:
@@ -296,14 +296,16 @@ class DirectChannel(Protocol):
         )
         #: The peer's address (the transport's, read once: every request
         #: asks for it, and a transport makes a new address object each
-        #: time).
+        #: time), and its host as refusals name their source.
         self.peer: Any = None
+        self._source = "unknown"
 
     # Connection events.
 
     def connectionMade(self) -> None:
         assert self.transport is not None
         self.peer = self.transport.getPeer()
+        self._source = str(getattr(self.peer, "host", "unknown"))
         if ITCPTransport.providedBy(self.transport):
             # One write per answer: Nagle's algorithm would only delay it.
             self.transport.setTcpNoDelay(True)
@@ -334,11 +336,15 @@ class DirectChannel(Protocol):
             self._discard -= dropped
             if self._discard:
                 return
-            self._cancel_deadline()
-            data = data[dropped:]
-            if not data:
-                self._read_requests()
+            self._phase = None  # The body's deadline: disarmed.
+            if dropped == len(data):
+                # Nothing after the body: no request to read (nothing is
+                # buffered while a body is dropped), only reading to go on
+                # if it was paused (what L{_read_requests} would do).
+                if turns.paused or self._reading_paused:
+                    self._set_reading()
                 return
+            data = data[dropped:]
         if self._buffer:
             self._buffer = self._buffer[self._at :] + data
             self._at = 0
@@ -539,17 +545,24 @@ class DirectChannel(Protocol):
         """
         site = self._site
         limit = site.max_body
-        assert self.transport is not None
-        source = str(getattr(self.peer, "host", "unknown"))
-        site.refusals.too_large(source, limit, self._clock)
-        body = refusal_body(
-            refusal_shape(site.resource, path),
-            413,
-            "too_large",
-            f"the request body exceeds {limit} bytes",
-        )
-        self.write(self._head_answer(method, close, (413, _JSON_CONTENT, body)))
-        self._cancel_deadline()
+        site.refusals.too_large(self._source, limit, self._clock)
+        # The whole answer, made once a second for each path, method and
+        # close (a flood of 413s repeats one): a dictionary look-up.
+        caches = self._caches
+        key = (int(self._clock.seconds()), path, method, close)
+        response = caches.answers.get(key)
+        if response is None:
+            body = refusal_body(
+                refusal_shape(site.resource, path),
+                413,
+                "too_large",
+                f"the request body exceeds {limit} bytes",
+            )
+            response = caches.keep_answer(
+                key, self._make_answer(method, close, (413, _JSON_CONTENT, body))
+            )
+        self.transport.write(response)
+        self._phase = None  # (L{_cancel_deadline})
         if close:
             self._consumed(len(buffer))
             self.close()
@@ -558,22 +571,32 @@ class DirectChannel(Protocol):
         if arrived >= length:
             self._consumed(start + length)
             return True
-        self._consumed(len(buffer))
+        self._buffer = b""
+        self._at = 0
         self._discard = length - arrived
+        # The rest of the body is due within the body's timeout (armed here,
+        # as L{_time_arrival} would once this read is worked through).
+        seconds = getattr(site, "body_timeout", None)
+        if seconds:
+            self._arm("body", seconds)
         return False
 
     def _head_answer(self, method: bytes, close: bool, answer: HeadAnswer) -> bytes:
         """
-        The bytes of an answer given from the head (an L{IHeadGate}'s, or a
-        413 for a declared body over the cap), made once a second and kept.
+        The bytes of an answer given from the head (an L{IHeadGate}'s), made
+        once a second and kept.
         """
         code, headers, body = answer
         key = (code, headers, body, self.date(), close, method)
         response = self._caches.answers.get(key)
         if response is None:
-            made = DirectRequest(self, method, b"", b"", None, {}, b"", close, [])
-            response = self._caches.keep_answer(key, made.response(code, headers, body))
+            response = self._caches.keep_answer(key, self._make_answer(method, close, answer))
         return response
+
+    def _make_answer(self, method: bytes, close: bool, answer: HeadAnswer) -> bytes:
+        """The bytes of an answer given from the head, made anew."""
+        made = DirectRequest(self, method, b"", b"", None, {}, b"", close, [])
+        return made.response(*answer)
 
     def request_done(self, request: DirectRequest, close: bool) -> None:
         """C{request}'s response is complete: read the next, or close."""
