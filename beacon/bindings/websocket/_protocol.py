@@ -276,7 +276,10 @@ class WebSocketA2AProtocol(UpgradeProtocol):
                     message, at = found
                     self._progress = True
                     self._handle(message)
-                    self._spend(MESSAGE_COST + message.wire, at < size)
+                    # L{_spend}, inline: a plain message's cost of the turn.
+                    turns.left -= MESSAGE_COST + message.wire
+                    if turns.left <= 0 and (at < size or self._messages or self._held):
+                        self._yield_turn()
                     continue
             take = self._frame_piece(data, at)
             if not self._head_part:  # (a head is given whole, however little is left)
@@ -317,7 +320,14 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         """
         turns = self._turns
         assert turns is not None
-        if not turns.spend(cost) and (more or self._messages or self._held) and not turns.paused:
+        if not turns.spend(cost) and (more or self._messages or self._held):
+            self._yield_turn()
+
+    def _yield_turn(self) -> None:
+        """This turn's share is spent and more is waiting: stop reading until a later turn."""
+        turns = self._turns
+        assert turns is not None
+        if not turns.paused:
             turns.pause()
             producer = network_producer(self.transport)
             if producer is not None:
@@ -492,18 +502,24 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         """
         if self._closing or not self._opened:
             return  # Beacon is closing it: nothing more is run.
-        self._touch()
+        factory = self.factory
+        self._active_at = factory.clock.seconds()  # (L{_touch})
         payload = message.payload
-        admission = self._admit()
-        if not admission.admitted:
-            # A flood's commonest refusal, from an answer made once per wait.
-            self.factory.limits.refusals["rate_limited"] += 1
+        limits = factory.limits
+        admission = limits.rate.admit(self.source)
+        if admission.retry_after:
+            # Over the rate (L{_admit}'s log line), refused: a flood's
+            # commonest refusal, from an answer made once per wait.
+            if admission.first_refusal:
+                self._log_rate_limited()
+            limits.refusals["rate_limited"] += 1
             self.send_data(rate_answer(self._refused_id(message), admission.retry_after))
             return
-        error = self._check(admission, message.binary, payload is None)
-        if error is not None:
-            self._refuse(self._refused_id(message), error)
-            return
+        if payload is None or message.binary or limits.auth.enabled:
+            error = self._check(admission, message.binary, payload is None)
+            if error is not None:
+                self._refuse(self._refused_id(message), error)
+                return
         assert payload is not None
         self._request(payload)
 
@@ -594,10 +610,10 @@ class WebSocketA2AProtocol(UpgradeProtocol):
                 response.stream.attach(sink)
                 return
             if response is not None:
-                self.send_frame(response)
+                self.send_data(dumps(response))  # (L{send_frame})
         except Exception:
             log.failure("ws.response_failed")
-        self._finished()
+        self._in_flight -= 1  # (L{_finished})
 
     def _finished(self) -> None:
         self._in_flight -= 1
@@ -726,9 +742,6 @@ class WebSocketA2AProtocol(UpgradeProtocol):
         return sum(len(data) for _, data in self._pending)
 
     # Idle timeout and the end.
-
-    def _touch(self) -> None:
-        self._active_at = self.factory.clock.seconds()
 
     def _idle_check(self) -> None:
         self._idle = None

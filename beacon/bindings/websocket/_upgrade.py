@@ -220,17 +220,21 @@ class UpgradeProtocol(WebSocketServerProtocol):
         """Count the upgrade or a message against the source's rate."""
         admission = self.factory.limits.rate.admit(self.source)
         if admission.first_refusal and not upgrade:
-            source = self.source
-            self.factory.events.note(
-                "ws.rate_limited",
-                "",
-                lambda: log.warn(
-                    "ws.rate_limited: source {source} is over its rate; refusing "
-                    "upgrades and frames until it slows down",
-                    source=source,
-                ),
-            )
+            self._log_rate_limited()
         return admission
+
+    def _log_rate_limited(self) -> None:
+        """The first message refused in a run of refusals: C{ws.rate_limited}, throttled."""
+        source = self.source
+        self.factory.events.note(
+            "ws.rate_limited",
+            "",
+            lambda: log.warn(
+                "ws.rate_limited: source {source} is over its rate; refusing "
+                "upgrades and frames until it slows down",
+                source=source,
+            ),
+        )
 
     def _peer(self) -> Any:
         return self.transport.getPeer() if self.transport is not None else None
