@@ -147,3 +147,40 @@ def test_the_binding_maps_through_it() -> None:
     assert message_of("DeleteTaskPushNotificationConfig", None) == empty_pb2.Empty()
     event = {"task": TASK}
     assert event_of(event) == json_format.ParseDict(event, a2a_pb2.StreamResponse())
+
+
+# The other way: request messages read as their params.
+
+
+def _send(**message: Any) -> a2a_pb2.SendMessageRequest:
+    request = a2a_pb2.SendMessageRequest()
+    json_format.ParseDict({"message": {"messageId": "m-1", "role": "ROLE_USER", **message}}, request)
+    return request
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        _send(parts=[{"text": "hello"}]),
+        _send(parts=[{"text": "a"}, {"url": "https://example.com/f", "mediaType": "text/plain"}]),
+        _send(parts=[{"text": "x"}], extensions=["urn:a", "urn:b"], referenceTaskIds=["t-1"]),
+        _send(parts=[{"data": {"a": [1, None]}}]),  # a Value: MessageToDict's
+        _send(parts=[{"raw": "eHg="}]),  # bytes: MessageToDict's
+        _send(parts=[{"text": "x"}], metadata={"k": "v"}),  # a Struct: MessageToDict's
+        a2a_pb2.GetTaskRequest(id="t-1"),
+        a2a_pb2.GetTaskRequest(id="t-1", history_length=3),
+        a2a_pb2.ListTasksRequest(page_size=5, status=a2a_pb2.TASK_STATE_SUBMITTED),
+        a2a_pb2.CancelTaskRequest(id="t"),
+        a2a_pb2.SendMessageRequest(),
+    ],
+)
+def test_to_json_is_message_to_dict(request_: Message) -> None:
+    assert protojson.to_json(request_) == json_format.MessageToDict(request_)
+
+
+def test_to_json_leaves_an_unnamed_enum_to_message_to_dict() -> None:
+    request = _send(parts=[{"text": "x"}])
+    request.message.role = 77  # no name: MessageToDict writes the number
+    assert protojson.to_json(request) == json_format.MessageToDict(request)
+    assert protojson.to_json(request)["message"]["role"] == 77
+
