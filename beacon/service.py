@@ -340,6 +340,9 @@ def grpc_service(
         grace=options.grace,
         key_pem=options.key_pem,
         certificate_pem=options.certificate_pem,
+        max_connections=config.limits.max_connections,
+        max_connections_per_source=config.limits.max_connections_per_source,
+        ledger=beacon.websocket.ledger,
     )
 
     def bound(urls: list[str]) -> None:

@@ -613,19 +613,3 @@ class TaskPolicy:
 
     def get_task(self, context: Any, request: Any) -> Any:
         return {"id": request.id, "status": {"state": "TASK_STATE_SUBMITTED"}}
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
-@pytest_twisted.ensureDeferred
-async def test_worker_threads_are_scheduled_as_batch_work() -> None:
-    """grpcio's worker threads run under SCHED_BATCH; the reactor thread keeps its policy."""
-    server = _server(TaskPolicy())
-    try:
-        answer = await rpc(server.urls[0], "GetTask", a2a_pb2.GetTaskRequest(id="t"))
-        assert answer.id == "t"
-        workers = [t for t in threading.enumerate() if t.name.startswith("beacon-grpc_")]
-        assert workers
-        assert {os.sched_getscheduler(t.native_id or 0) for t in workers} == {os.SCHED_BATCH}
-        assert os.sched_getscheduler(0) != os.SCHED_BATCH
-    finally:
-        await server.stop()

@@ -28,7 +28,6 @@ from beacon.bindings.grpc import (
     EXPIRY_INTERVAL,
     GRPCCalls,
     GRPCServer,
-    connection_options,
 )
 from beacon.bindings.http import SubmitterAuth, TransportLimits, credential_digest
 from beacon.bindings.admission import RateLimiter, SourceResolver
@@ -224,18 +223,6 @@ async def test_a_call_whose_message_comes_is_not_cancelled(door: Any) -> None:
     assert opened.calls.refusals["request_timeout"] == 0
 
 
-def test_connection_options_from_the_configuration() -> None:
-    """The HTTP/2 limits of a listener, as grpcio's channel arguments, in milliseconds."""
-    assert connection_options(idle_timeout=60.0, max_connection_age=3600.0, keepalive=30.0, grace=5.0) == [
-        ("grpc.max_connection_idle_ms", 60000),
-        ("grpc.max_connection_age_ms", 3600000),
-        ("grpc.max_connection_age_grace_ms", 5000),
-        ("grpc.keepalive_time_ms", 30000),
-        ("grpc.keepalive_timeout_ms", 20000),
-    ]
-    assert connection_options(idle_timeout=None, max_connection_age=None, keepalive=None, grace=5.0) == []
-
-
 def test_the_configuration_sets_the_door(tmp_path: Any) -> None:
     """[grpc] and [limits] reach the server makeService builds."""
     config = build_config(
@@ -255,9 +242,11 @@ def test_the_configuration_sets_the_door(tmp_path: Any) -> None:
     server = next(s for s in service if isinstance(s, GRPCService)).server
     assert server.max_calls_per_source == 3
     assert server.message_timeout == 7.0
-    assert server.options == connection_options(
-        idle_timeout=42.0, max_connection_age=600.0, keepalive=None, grace=config.grpc.grace
-    )
+    assert server.max_calls == config.grpc.workers * 8
+    door = server.door
+    assert (door.idle_timeout, door.max_connection_age, door.keepalive) == (42.0, 600.0, None)
+    assert door.max_connections == config.limits.max_connections
+    assert door.max_connections_per_source == config.limits.max_connections_per_source
 
 
 @pytest.mark.parametrize(

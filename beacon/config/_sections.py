@@ -246,16 +246,16 @@ class Limits:
         }
 
 
-#: Defaults of C{[grpc]}: grpcio's worker threads, the seconds in-flight
-#: calls have to finish when Beacon stops, and the bytes a request message
+#: Defaults of C{[grpc]}: the calls in progress at once (in units of 8),
+#: the seconds in-flight calls have to finish when Beacon stops, and the bytes a request message
 #: may hold beyond C{[limits] max_body} (its protobuf framing: a message
 #: that fits in a JSON body of max_body bytes fits in its protobuf form).
 DEFAULT_GRPC_WORKERS = 32
 DEFAULT_GRPC_GRACE = 5.0
 #: Defaults of C{[grpc]}'s door limits: calls one source may have in
-#: progress (half the default workers, so that one source never holds
-#: them all), a connection's longest life, and the seconds between
-#: keepalive pings on a silent connection.
+#: progress (a sixteenth of the default cap of calls, so that one source
+#: never holds them all), a connection's longest life, and the seconds
+#: between keepalive pings on a silent connection.
 DEFAULT_GRPC_CALLS_PER_SOURCE = 16
 DEFAULT_GRPC_CONNECTION_AGE = 3600.0
 DEFAULT_GRPC_KEEPALIVE = 60.0
@@ -273,8 +273,9 @@ class GRPCOptions:
     @ivar private_key: A PEM private key file: with C{certificate}, every
         listener speaks TLS.
     @ivar certificate: The PEM certificate (chain) file for C{private_key}.
-    @ivar workers: The size of grpcio's thread pool (calls served at once;
-        each waits for the reactor, which runs the policy).
+    @ivar workers: The calls in progress at once, in units of 8 (those
+        waiting for their request message included); more are refused
+        RESOURCE_EXHAUSTED. The name is kept from the door's threaded days.
     @ivar grace: Seconds in-flight calls have to finish when Beacon stops
         (or a connection at its C{max_connection_age}), before they are
         cancelled.

@@ -1,23 +1,19 @@
 """
 The A2A gRPC binding: L{GRPCCalls} (the reactor side of each call: rate
-limit, the dispatcher; credentials and the door's counts), and
-L{GRPCServer} (grpcio's server over it, which checks a call's credential
-and its source's calls in progress before a worker waits for its request
-message, and bounds that wait). Importing this module imports grpcio and
-the generated protobuf modules: import it only where gRPC is configured
+limit, the dispatcher; credentials and the door's counts), L{GRPCDoor}
+(gRPC over HTTP/2 on the reactor: each call's admission, its request
+message, its answer) and L{GRPCServer} (the listeners). Importing this
+module imports grpcio (for its status codes) and the generated protobuf
+modules: import it only where gRPC is configured
 (C{pip install 'beacon-a2a[grpc]'}).
 """
 
-from beacon.bindings.grpc._server import (
-    CALLS_PER_WORKER,
-    EXPIRY_INTERVAL,
+from beacon.bindings.grpc._calls import (
     METHODS,
     SERVICE_NAME,
     UNAUTHENTICATED,
     GRPCCalls,
-    GRPCServer,
     Refused,
-    connection_options,
     event_of,
     internal_status,
     message_of,
@@ -26,17 +22,29 @@ from beacon.bindings.grpc._server import (
     refusal_status,
     status_of,
 )
+from beacon.bindings.grpc._door import (
+    CALLS_PER_WORKER,
+    EXPIRY_INTERVAL,
+    KEEPALIVE_TIMEOUT,
+    MAX_PENDING,
+    MAX_STREAMS,
+    GRPCDoor,
+)
+from beacon.bindings.grpc._server import GRPCServer, tls_options
 
 __all__ = [
     "CALLS_PER_WORKER",
     "EXPIRY_INTERVAL",
     "GRPCCalls",
+    "GRPCDoor",
     "GRPCServer",
+    "KEEPALIVE_TIMEOUT",
+    "MAX_PENDING",
+    "MAX_STREAMS",
     "METHODS",
     "Refused",
     "SERVICE_NAME",
     "UNAUTHENTICATED",
-    "connection_options",
     "event_of",
     "internal_status",
     "message_of",
@@ -44,4 +52,5 @@ __all__ = [
     "peer_address",
     "refusal_status",
     "status_of",
+    "tls_options",
 ]
