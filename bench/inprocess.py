@@ -18,7 +18,10 @@ Workloads: send (SendMessage with a small text message), get (GetTask of a
 stored task), card (GET of the agent card), ws (SendMessage as one masked
 text frame on a WebSocket connection of the A2A WebSocket binding),
 rest-send and rest-get (SendMessage and GetTask over the HTTP+JSON binding:
-POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}); and two refusals,
+POST /a2a/rest/message:send, GET /a2a/rest/tasks/{id}); grpc-send and
+grpc-get (SendMessage and GetTask over the gRPC binding: one HTTP/2
+connection, each call's HEADERS as grpc-python's HPACK encoder sends them
+once it has indexed them, its DATA, and a WINDOW_UPDATE); and two refusals,
 what a flooding source costs Beacon: limited (SendMessage from a source over
 `[limits] rate = 1, burst = 1`: 429, but for the one request in 3,000 the
 rate lets through at the clock's pace, answered 200 and counted; ws-limited,
@@ -75,6 +78,68 @@ HOST = IPv4Address("TCP", "127.0.0.1", 8080)
 #: The most a TCP transport hands over in one dataReceived (Twisted reads
 #: 64 KiB at a time): a longer request arrives in several.
 READ = 65536
+
+
+#: The header blocks grpc-python (grpc-core's HPACK encoder) sends, as read
+#: off a real channel: a connection's first call (SendMessage), literals
+#: with incremental indexing; a second call's (GetTask), its path new; and
+#: then each call of the same method, every field indexed but the
+#: a2a-version metadata.
+_A2A_VERSION = bytes.fromhex("000b6132612d76657273696f6e03312e30")
+GRPC_FIRST = bytes.fromhex(
+    "40053a70617468212f6c662e6132612e76312e413241536572766963652f53656e644d65737361676540"
+    "0a3a617574686f726974790f3132372e302e302e313a35303037328386400c636f6e74656e742d747970"
+    "65106170706c69636174696f6e2f677270634002746508747261696c6572734014677270632d61636365"
+    "70742d656e636f64696e67176964656e746974792c206465666c6174652c20677a6970400c677270632d"
+    "74696d656f757403313053400a757365722d6167656e7438677270632d707974686f6e2d6173796e6369"
+    "6f2f312e38352e3420677270632d632f35382e302e3020286c696e75783b2063687474703229"
+) + _A2A_VERSION
+GRPC_SEND = bytes.fromhex("c4c38386c2c1c0bfbe") + _A2A_VERSION
+GRPC_GET_FIRST = (
+    bytes.fromhex("40053a706174681d2f6c662e6132612e76312e413241536572766963652f4765745461736b")
+    + bytes.fromhex("c48386c3c2c1c0bf")
+    + _A2A_VERSION
+)
+GRPC_GET = bytes.fromhex("bec48386c3c2c1c0bf") + _A2A_VERSION
+
+
+def h2_frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    n = len(payload)
+    return bytes((n >> 16, (n >> 8) & 255, n & 255, kind, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def grpc_call(stream: int, block: bytes, message: bytes) -> bytes:
+    """One unary call as grpc-core sends it: HEADERS, then DATA ending the stream,
+    and a WINDOW_UPDATE giving back what the last answer took."""
+    return (
+        h2_frame(1, 0x4, stream, block)
+        + h2_frame(0, 0x1, stream, b"\x00" + len(message).to_bytes(4, "big") + message)
+        + h2_frame(8, 0, 0, (200).to_bytes(4, "big"))
+    )
+
+
+def grpc_message(n: int) -> bytes:
+    """A SendMessageRequest as bench/grpc_load.py sends it: a small text message."""
+    from beacon.proto import a2a_pb2
+
+    request = a2a_pb2.SendMessageRequest()
+    request.message.message_id = f"m-{n:08d}-0000-4000-8000-000000000000"
+    request.message.role = a2a_pb2.ROLE_USER
+    request.message.parts.add().text = "hello from the in-process benchmark"
+    return request.SerializeToString()
+
+
+def _first_message(data: bytes) -> bytes:
+    """The first gRPC message in the DATA frames of C{data}."""
+    position = 0
+    while position + 9 <= len(data):
+        length = int.from_bytes(data[position : position + 3], "big")
+        kind = data[position + 3]
+        payload = data[position + 9 : position + 9 + length]
+        position += 9 + length
+        if kind == 0 and payload:
+            return payload[5 : 5 + int.from_bytes(payload[1:5], "big")]
+    raise AssertionError(f"no message in {data[:200]!r}")
 
 
 def post(body: bytes) -> bytes:
@@ -154,8 +219,24 @@ def measure(workload: str, count: int, signing_key: str | None = None) -> float:
     resources = beacon_resources(config, MemoryStore(), clock)
     resources.publish("http://127.0.0.1:8080")
     site = BeaconSite(resources.mount(Container()), clock=clock, **config.limits.site_options())
+    grpc_door = workload.startswith("grpc-")
+    if grpc_door:
+        from beacon.bindings.grpc import GRPCCalls, GRPCServer
+        from beacon.proto import a2a_pb2
+
+        grpc_server = GRPCServer(
+            GRPCCalls(resources.websocket.dispatcher, resources.websocket.limits),
+            clock,
+            [],
+            max_receive=config.grpc.max_receive_message_length(config.limits.max_body),
+            max_calls_per_source=0,
+            clock=clock,
+        )
+
     def connect() -> tuple[Any, StringTransport]:
-        if websocket:
+        if grpc_door:
+            channel = grpc_server.factory.buildProtocol(PEER)
+        elif websocket:
             channel = resources.websocket.buildProtocol(PEER)
         else:
             channel = site.buildProtocol(PEER)
@@ -179,7 +260,26 @@ def measure(workload: str, count: int, signing_key: str | None = None) -> float:
         assert transport.value().startswith(b"HTTP/1.1 101 "), transport.value()
         transport.clear()
 
-    task_id = ""
+    if grpc_door:
+        # The client's preface, its SETTINGS (windows opened wide, as
+        # grpc-core's are) and the first call, which makes the task.
+        channel.dataReceived(
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+            + h2_frame(4, 0, 0, (4).to_bytes(2, "big") + (4194304).to_bytes(4, "big"))
+            + h2_frame(8, 0, 0, (2**30).to_bytes(4, "big"))
+            + grpc_call(1, GRPC_FIRST, grpc_message(0))
+        )
+        made = transport.value()
+        assert b"grpc-status\x010" in made, made
+        task_id = a2a_pb2.SendMessageResponse.FromString(_first_message(made)).task.id
+        transport.clear()
+        if workload == "grpc-get":
+            get = a2a_pb2.GetTaskRequest(id=task_id).SerializeToString()
+            channel.dataReceived(grpc_call(3, GRPC_GET_FIRST, get))
+            assert b"grpc-status\x010" in transport.value()
+            transport.clear()
+
+    task_id = "" if not grpc_door else task_id
     if workload in ("get", "rest-get"):
         channel.dataReceived(post(send_body(0)))
         found = re.search(rb'"task":\{"id":"([0-9a-v]{36})"', transport.value())
@@ -203,6 +303,10 @@ def measure(workload: str, count: int, signing_key: str | None = None) -> float:
         return split[data]
 
     def request(n: int) -> bytes:
+        if workload == "grpc-send":
+            return grpc_call(3 + 2 * n, GRPC_SEND, grpc_message(n + 1))
+        if workload == "grpc-get":
+            return grpc_call(5 + 2 * n, GRPC_GET, get)
         if websocket:
             return frame(send_body(n))
         if workload == "send":
@@ -253,6 +357,9 @@ def measure(workload: str, count: int, signing_key: str | None = None) -> float:
         elif workload == "ws":
             if b"TASK_STATE_SUBMITTED" not in answer:
                 raise SystemExit(f"unexpected answer: {answer[:200]!r}")
+        elif grpc_door:
+            if not answer.endswith(b"grpc-status\x010"):
+                raise SystemExit(f"unexpected answer: {answer[:200]!r}")
         elif not answer.startswith(expected):
             raise SystemExit(f"unexpected answer: {answer[:200]!r}")
         transport.clear()
@@ -290,7 +397,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "workload",
-        choices=("send", "get", "card", "ws", "rest-send", "rest-get", "limited", "ws-limited", "too-large"),
+        choices=(
+            "send", "get", "card", "ws", "rest-send", "rest-get", "limited", "ws-limited",
+            "too-large", "grpc-send", "grpc-get",
+        ),
     )
     parser.add_argument("--count", type=int, default=5000, help="requests measured [5000]")
     parser.add_argument("--callgrind", action="store_true", help="instructions per request instead")

@@ -318,9 +318,9 @@ def test_beacon_gets_a_grpc_listener_only_when_asked(tmp_path: Path) -> None:
 
 
 def test_grpc_row_says_why_it_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "GRPC_LOAD", tmp_path / "grpc_load.py")
+    monkeypatch.setattr(bench, "GRPC_LOAD", tmp_path / "h2_load.py")
     why = bench.grpc_unavailable()
-    assert why is not None and "bench/grpc_load.py is not here" in why
+    assert why is not None and "bench/h2_load.py is not here" in why
 
 
 def test_charge_is_server_cpu_per_right_answer() -> None:
