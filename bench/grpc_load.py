@@ -131,6 +131,23 @@ class Load:
             self.errors += 1
             self.kinds[error] = self.kinds.get(error, 0) + 1
 
+    def result(self, client: str, cpu_seconds: float) -> dict[str, Any]:
+        """The run's JSON object; the errors by kind said on standard error as C{client}."""
+        if self.kinds:
+            kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(self.kinds.items()))
+            print(f"{client}: {self.errors} errors: {kinds}", file=sys.stderr)
+        seconds = self.end - self.start
+        ordered = sorted(self.latencies)
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "seconds": round(seconds, 6),
+            "rps": round(self.requests / seconds, 3),
+            "p50_ms": round(percentile(ordered, 0.50) * 1000, 3),
+            "p99_ms": round(percentile(ordered, 0.99) * 1000, 3),
+            "client_cpu_seconds": round(cpu_seconds, 3),
+        }
+
 
 def send_request(a2a_pb2: Any) -> Any:
     """A SendMessage request: the small text message, a fresh messageId."""
@@ -210,20 +227,7 @@ async def drive(args: argparse.Namespace, grpc: Any, a2a_pb2: Any) -> dict[str, 
         )
     finally:
         await asyncio.gather(*(channel.close() for channel in channels))
-    if load.kinds:
-        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(load.kinds.items()))
-        print(f"grpc_load: {load.errors} errors: {kinds}", file=sys.stderr)
-    seconds = load.end - load.start
-    ordered = sorted(load.latencies)
-    return {
-        "requests": load.requests,
-        "errors": load.errors,
-        "seconds": round(seconds, 6),
-        "rps": round(load.requests / seconds, 3),
-        "p50_ms": round(percentile(ordered, 0.50) * 1000, 3),
-        "p99_ms": round(percentile(ordered, 0.99) * 1000, 3),
-        "client_cpu_seconds": round(cpu.get("end", 0.0) - cpu.get("start", 0.0), 3),
-    }
+    return load.result("grpc_load", cpu.get("end", 0.0) - cpu.get("start", 0.0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,7 +84,7 @@ if str(BENCH) not in sys.path:
 
 # The same command line, counts and percentiles as the grpcio client (which
 # also puts this checkout on sys.path, for beacon.proto).
-from grpc_load import GET_TASK, SEND_MESSAGE, TEXT, Load, parse_args, percentile  # noqa: E402
+from grpc_load import GET_TASK, SEND_MESSAGE, TEXT, Load, parse_args  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #: Frame types (RFC 9113 §6).
@@ -109,21 +109,15 @@ def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     return FRAME.pack(len(payload) >> 16, len(payload) & 0xFFFF, kind, flags, stream) + payload
 
 
-def _integer(value: int, prefix: int, bits: int) -> bytes:
-    mask = (1 << bits) - 1
-    if value < mask:
-        return bytes((prefix | value,))
-    out = bytearray((prefix | mask,))
-    value -= mask
-    while value >= 0x80:
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def integer(value: int, bits: int, prefix: int = 0) -> bytes:
+    """An HPACK integer (Beacon's encoder, imported here: beacon.bindings.grpc needs grpcio)."""
+    from beacon.bindings.grpc._hpack import integer as encode
+
+    return encode(value, bits, prefix)
 
 
 def _string(value: bytes) -> bytes:
-    return _integer(len(value), 0, 7) + value
+    return integer(len(value), 7, 0) + value
 
 
 class Encoder:
@@ -152,22 +146,22 @@ class Encoder:
         out = bytearray()
         if self.size > self.limit:
             self.size = min(4096, self.limit)
-            out += _integer(self.size, 0x20, 5)
+            out += integer(self.size, 5, 0x20)
             self._evict(self.size)
             self.generation += 1
         for field in indexed:
             if field in STATIC_FULL:
-                out += _integer(STATIC_FULL[field], 0x80, 7)
+                out += integer(STATIC_FULL[field], 7, 0x80)
             elif field in self.table:
-                out += _integer(62 + self.table.index(field), 0x80, 7)
+                out += integer(62 + self.table.index(field), 7, 0x80)
             else:
                 name, value = field
                 index = STATIC_NAMES.get(name, 0)
-                out += _integer(index, 0x40, 6) + (b"" if index else _string(name)) + _string(value)
+                out += integer(index, 6, 0x40) + (b"" if index else _string(name)) + _string(value)
                 self._insert(field)
         for name, value in plain:
             index = STATIC_NAMES.get(name, 0)
-            out += _integer(index, 0x00, 4) + (b"" if index else _string(name)) + _string(value)
+            out += integer(index, 4, 0x00) + (b"" if index else _string(name)) + _string(value)
         block = bytes(out)
         if self.generation == generation:  # the block changed no table: the same next time
             self._cache[key] = (generation, block)
@@ -618,20 +612,7 @@ class Run:
                 connection.closed = True
                 if connection.transport is not None:
                     connection.transport.abort()
-        if load.kinds:
-            kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(load.kinds.items()))
-            print(f"h2_load: {load.errors} errors: {kinds}", file=sys.stderr)
-        seconds = load.end - load.start
-        ordered = sorted(load.latencies)
-        return {
-            "requests": load.requests,
-            "errors": load.errors,
-            "seconds": round(seconds, 6),
-            "rps": round(load.requests / seconds, 3),
-            "p50_ms": round(percentile(ordered, 0.50) * 1000, 3),
-            "p99_ms": round(percentile(ordered, 0.99) * 1000, 3),
-            "client_cpu_seconds": round(cpu_end - cpu_start, 3),
-        }
+        return load.result("h2_load", cpu_end - cpu_start)
 
 
 def split_target(target: str) -> tuple[str, int]:

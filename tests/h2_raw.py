@@ -34,7 +34,7 @@ from twisted.python.failure import Failure
 from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.bindings.grpc import EXPIRY_INTERVAL, GRPCCalls, GRPCServer
 from beacon.bindings.grpc import _h2 as h2
-from beacon.bindings.grpc._hpack import Decoder
+from beacon.bindings.grpc._hpack import Decoder, literal
 from beacon.bindings.http import SubmitterAuth, TransportLimits
 from beacon.intake import PublicPolicy, schema_validator
 from beacon.proto import a2a_pb2
@@ -65,25 +65,6 @@ def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     """One frame's bytes (any length: the tests send oversized ones too)."""
     n = len(payload)
     return struct.pack(">BHBBL", n >> 16, n & 0xFFFF, kind, flags, stream) + payload
-
-
-def integer(value: int, bits: int, prefix: int = 0) -> bytes:
-    """An HPACK integer on a C{bits}-bit prefix (RFC 7541 §5.1)."""
-    mask = (1 << bits) - 1
-    if value < mask:
-        return bytes((prefix | value,))
-    out = bytearray((prefix | mask,))
-    value -= mask
-    while value >= 0x80:
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def literal(name: bytes, value: bytes) -> bytes:
-    """A field as a literal without indexing, new name, no Huffman (§6.2.2)."""
-    return b"\x00" + integer(len(name), 7) + name + integer(len(value), 7) + value
 
 
 def block(fields: list[tuple[bytes, bytes]]) -> bytes:

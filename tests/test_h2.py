@@ -17,6 +17,7 @@ import pytest
 from beacon.bindings.admission import TURN_REQUESTS
 from beacon.bindings.grpc import MAX_STREAMS
 from beacon.bindings.grpc import _h2 as h2
+from beacon.bindings.grpc._hpack import integer
 from beacon.proto import a2a_pb2
 from tests.h2_raw import (
     ACK,
@@ -56,7 +57,6 @@ from tests.h2_raw import (
     get_task,
     grpc_message,
     headers,
-    integer,
     list_size,
     ping,
     request_fields,

@@ -19,9 +19,7 @@ from beacon.bindings.grpc._door import grpc_message as encoded_message
 from beacon.proto import a2a_pb2
 from twisted.internet.address import IPv4Address
 from tests.h2_raw import (
-    ACK,
     CANCEL,
-    DATA,
     DEADLINE_EXCEEDED,
     END_STREAM,
     GOAWAY,
@@ -50,7 +48,6 @@ from tests.h2_raw import (
     grpc_message,
     headers,
     ping,
-    request_fields,
     send_request,
     settings,
     sized_send_request,

@@ -53,7 +53,7 @@ def huffman(data: bytes, padding: str | None = None) -> bytes:
 
 def string(data: bytes, *, huffman_coded: bool = False) -> bytes:
     """A string literal (§5.2), raw or already Huffman-coded."""
-    return hpack._prefixed(len(data), 0x80 if huffman_coded else 0, 7) + data
+    return hpack.integer(len(data), 7, 0x80 if huffman_coded else 0) + data
 
 
 def with_huffman_value(value_code: bytes, name: bytes = b"x") -> bytes:
@@ -319,16 +319,16 @@ def test_integers() -> None:
     continuation bytes are taken; 2**32, a sixth continuation byte, or an
     integer cut short are HPACKErrors, however long the block.
     """
-    assert hpack._prefixed(10, 0x20, 5) == b"\x2a"
-    assert hpack._prefixed(1337, 0x20, 5) == b"\x3f\x9a\x0a"
-    assert hpack._prefixed(42, 0, 8) == b"\x2a"
+    assert hpack.integer(10, 5, 0x20) == b"\x2a"
+    assert hpack.integer(1337, 5, 0x20) == b"\x3f\x9a\x0a"
+    assert hpack.integer(42, 8, 0) == b"\x2a"
     decoder = Decoder(max_table_size=2**32 - 1)
     decoder.decode(b"\x3f\x9a\x0a")
     assert decoder.table_size == 1337
-    decoder.decode(hpack._prefixed(2**32 - 1, 0x20, 5))
+    decoder.decode(hpack.integer(2**32 - 1, 5, 0x20))
     assert decoder.table_size == 2**32 - 1
     with pytest.raises(HPACKError, match="2\\*\\*32"):
-        decoder.decode(hpack._prefixed(2**32, 0x20, 5))
+        decoder.decode(hpack.integer(2**32, 5, 0x20))
     decoder = Decoder()
     decoder.decode(b"\x3f\x80\x80\x80\x80\x00")
     assert decoder.table_size == 31
@@ -431,7 +431,7 @@ def test_header_list_size() -> None:
     assert list(decoder.decode(b"\xbe")) == [(b"m", b"w")]
     # Indexed references to a large entry: a small block, a list over it.
     decoder = Decoder()
-    decoder.decode(b"\x40\x01n" + hpack._prefixed(4000, 0, 7) + b"v" * 4000)
+    decoder.decode(b"\x40\x01n" + hpack.integer(4000, 7, 0) + b"v" * 4000)
     with pytest.raises(HeaderListTooLarge):
         decoder.decode(b"\xbe" * 5)
     assert list(decoder.decode(b"\xbe" * 4)) == [(b"n", b"v" * 4000)] * 4
@@ -476,11 +476,11 @@ def test_memo_bounded() -> None:
     """The memo holds at most MEMO_BLOCKS blocks of MEMO_BLOCK_SIZE bytes."""
     decoder = Decoder()
     for n in range(3 * MEMO_BLOCKS):
-        assert list(decoder.decode(b"\x00\x01n" + hpack._prefixed(n, 0, 7) + b"v" * n)) == [(b"n", b"v" * n)]
+        assert list(decoder.decode(b"\x00\x01n" + hpack.integer(n, 7, 0) + b"v" * n)) == [(b"n", b"v" * n)]
         assert len(decoder._memo) <= MEMO_BLOCKS
     decoder = Decoder()
     value = MEMO_BLOCK_SIZE - 6
-    block = b"\x00\x01n" + hpack._prefixed(value, 0, 7) + b"v" * value
+    block = b"\x00\x01n" + hpack.integer(value, 7, 0) + b"v" * value
     assert len(block) == MEMO_BLOCK_SIZE
     decoder.decode(block)
     assert len(decoder._memo) == 1
@@ -529,7 +529,7 @@ class Encoder:
         self.changed = True
         while self._used() > size:
             self.table.pop()
-        return hpack._prefixed(size, 0x20, 5)
+        return hpack.integer(size, 5, 0x20)
 
     def encode(self, field: tuple[bytes, bytes], form: int, coded: bool) -> bytes:
         """
@@ -541,11 +541,11 @@ class Encoder:
         everything = list(STATIC_TABLE) + self.table
         string_of = lambda s: string(huffman(s), huffman_coded=True) if coded else string(s)  # noqa: E731
         if form == 0 and field in everything:
-            return hpack._prefixed(everything.index(field) + 1, 0x80, 7)
+            return hpack.integer(everything.index(field) + 1, 7, 0x80)
         names = [n for n, _ in everything]
         prefix, bits = [(0x40, 6), (0x00, 4), (0x10, 4), (0x40, 6)][form]
         if field[0] in names:
-            head = hpack._prefixed(names.index(field[0]) + 1, prefix, bits)
+            head = hpack.integer(names.index(field[0]) + 1, bits, prefix)
         else:
             head = bytes([prefix]) + string_of(field[0])
         if prefix == 0x40:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["Decoder", "HPACKError", "HeaderListTooLarge", "STATIC_TABLE", "indexed", "literal"]
+__all__ = ["Decoder", "HPACKError", "HeaderListTooLarge", "STATIC_TABLE", "indexed", "integer", "literal"]
 
 #: The largest integer a block may hold (RFC 7541 §5.1 leaves the bound to
 #: the decoder); and the most continuation bytes it may take.
@@ -458,7 +458,7 @@ class Decoder:
         self._changed()
 
 
-def _prefixed(value: int, prefix: int, bits: int) -> bytes:
+def integer(value: int, bits: int, prefix: int = 0) -> bytes:
     """The integer C{value} on a C{bits}-bit prefix (§5.1), the first byte's
     other bits being C{prefix}."""
     mask = (1 << bits) - 1
@@ -478,7 +478,7 @@ def literal(name: bytes, value: bytes) -> bytes:
     One field as 'literal without indexing, new name' (§6.2.2), no Huffman
     (for answers).
     """
-    return b"\x00" + _prefixed(len(name), 0, 7) + name + _prefixed(len(value), 0, 7) + value
+    return b"\x00" + integer(len(name), 7) + name + integer(len(value), 7) + value
 
 
 def indexed(index: int) -> bytes:
