@@ -9,6 +9,8 @@ C{tests/test_h2.py}'s.
 
 from __future__ import annotations
 
+import zlib
+
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +20,8 @@ from beacon.bindings.grpc import EXPIRY_INTERVAL, KEEPALIVE_TIMEOUT
 from beacon.bindings.grpc._door import grpc_message as encoded_message
 from beacon.proto import a2a_pb2
 from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone
+from twisted.python.failure import Failure
 from tests.h2_raw import (
     CANCEL,
     DEADLINE_EXCEEDED,
@@ -48,6 +52,7 @@ from tests.h2_raw import (
     grpc_message,
     headers,
     ping,
+    request_fields,
     send_request,
     settings,
     sized_send_request,
@@ -110,13 +115,69 @@ def test_a_compressed_message_without_an_encoding_is_internal(conn: Connection) 
     assert "compressed" in answer.message
 
 
-def test_an_encoding_other_than_identity_is_unimplemented(conn: Connection) -> None:
-    conn.send(call(1, extra=[(b"grpc-encoding", b"gzip")]))
+def test_an_encoding_not_read_is_unimplemented(conn: Connection) -> None:
+    conn.send(call(1, extra=[(b"grpc-encoding", b"snappy")]))
     answer = conn.answer(1)
     assert answer.status == UNIMPLEMENTED
-    assert answer.field(b"grpc-accept-encoding") == b"identity"
+    assert answer.field(b"grpc-accept-encoding") == b"identity, deflate, gzip"
     conn.send(call(3, extra=[(b"grpc-encoding", b"identity")]))
     assert conn.answer(3).status == OK
+
+
+def _compressed(payload: bytes, encoding: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=31 if encoding == b"gzip" else 15)
+    return compressor.compress(payload) + compressor.flush()
+
+
+@pytest.mark.parametrize("encoding", [b"gzip", b"deflate"])
+def test_a_compressed_message_is_read(conn: Connection, encoding: bytes) -> None:
+    """gzip, and deflate's zlib format, as grpcio's server read them."""
+    fields = request_fields("SendMessage", extra=[(b"grpc-encoding", encoding)])
+    squeezed = _compressed(send_request(message_id="m-squeezed"), encoding)
+    conn.send(headers(1, fields) + data(1, grpc_message(squeezed, compressed=True)))
+    answer = conn.answer(1)
+    assert answer.status == OK, answer
+    # An uncompressed message under the same header is read too (its flag says so).
+    conn.send(headers(3, fields) + data(3, grpc_message(send_request(message_id="m-plain"))))
+    assert conn.answer(3).status == OK
+
+
+def test_a_message_inflating_past_max_receive_is_refused(conn: Connection, door: Door) -> None:
+    limit = door.server.door.max_receive
+    fields = request_fields("SendMessage", extra=[(b"grpc-encoding", b"gzip")])
+    # A bomb: far under the limit on the wire, one byte over it inflated.
+    bomb = _compressed(b"\0" * (limit + 1), b"gzip")
+    assert len(bomb) < limit // 100
+    conn.send(headers(1, fields) + data(1, grpc_message(bomb, compressed=True)))
+    answer = conn.answer(1)
+    assert answer.status == RESOURCE_EXHAUSTED
+    assert answer.message == f"Received message larger than max (over {limit} inflated)"
+    assert door.calls.refusals["too_large"] == 1
+    # At the line: inflated to exactly the limit, it is read (and refused by
+    # protobuf, as any such bytes would be, not by the door's size).
+    at_line = _compressed(b"\0" * limit, b"gzip")
+    conn.send(headers(3, fields) + data(3, grpc_message(at_line, compressed=True)))
+    assert conn.answer(3).status == INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not gzip at all", _compressed(b"x" * 100, b"gzip")[:-4], _compressed(b"x", b"gzip") + b"tail"],
+    ids=["not-gzip", "cut-short", "bytes-after-it"],
+)
+def test_a_message_that_does_not_inflate_is_internal(conn: Connection, payload: bytes) -> None:
+    fields = request_fields("SendMessage", extra=[(b"grpc-encoding", b"gzip")])
+    conn.send(headers(1, fields) + data(1, grpc_message(payload, compressed=True)))
+    answer = conn.answer(1)
+    assert answer.status == INTERNAL
+    assert answer.message == "the message is not one whole gzip stream"
+
+
+def test_a_flag_byte_other_than_0_or_1_is_internal(conn: Connection) -> None:
+    conn.send(headers(1) + data(1, b"\x02" + grpc_message(send_request())[1:]))
+    answer = conn.answer(1)
+    assert answer.status == INTERNAL
+    assert answer.message == "a message whose flag byte is 2 (0 or 1)"
 
 
 def test_no_message_is_unimplemented(conn: Connection) -> None:
@@ -553,3 +614,16 @@ def test_stop_closes_what_is_not_answered_within_grace(door: Door) -> None:
 def test_stop_without_connections_is_at_once(door: Door) -> None:
     assert door.stop().called
     assert door.clock.getDelayedCalls() == []
+
+
+def test_open_connections_are_the_doors(door: Door) -> None:
+    """What the metrics show as the grpc door's open connections."""
+    assert door.calls.open_connections == 0
+    first = door.connect()
+    first.open()
+    second = door.connect()
+    second.open()
+    assert door.calls.open_connections == 2
+    first.protocol.connectionLost(Failure(ConnectionDone()))
+    first.lost = True
+    assert door.calls.open_connections == 1

@@ -30,16 +30,14 @@ a second (L{EXPIRY_INTERVAL}), which also pings silent connections
 from __future__ import annotations
 
 import base64
-import math
 import re
+import zlib
 from collections.abc import Sequence
 from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
-from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.internet.protocol import Factory
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -94,6 +92,8 @@ _UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-
 _TRANSPORT_HEADERS = frozenset(
     (b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding")
 )
+#: The message encodings read (grpc-encoding): gzip, and deflate's zlib format.
+_ENCODINGS = frozenset((b"identity", b"gzip", b"deflate"))
 #: Headers HTTP/2 forbids (RFC 9113 §8.2.2).
 _CONNECTION_HEADERS = frozenset(
     (b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade")
@@ -157,6 +157,8 @@ class _Head:
         status code (negative: the stream is reset PROTOCOL_ERROR), its
         message, the HTTP status and more trailer fields; None: it is not.
     @ivar timeout: Its C{grpc-timeout}, in seconds.
+    @ivar encoding: Its C{grpc-encoding} when it compresses (C{gzip} or
+        C{deflate}); None: identity.
     @ivar metadata: Its metadata: (key, value) pairs, keys lower case; the
         values of C{-bin} keys are bytes.
     @ivar admitted: Whether its credential is good, once asked.
@@ -165,12 +167,15 @@ class _Head:
         context is never changed once made).
     """
 
-    __slots__ = ("method", "refusal", "timeout", "metadata", "admitted", "sources", "contexts")
+    __slots__ = (
+        "method", "refusal", "timeout", "encoding", "metadata", "admitted", "sources", "contexts"
+    )
 
     def __init__(self) -> None:
         self.method = ""
         self.refusal: tuple[int, str, bytes, bytes] | None = None
         self.timeout: float | None = None
+        self.encoding: bytes | None = None
         self.metadata: Metadata = ()
         self.admitted: bool | None = None
         self.sources: dict[str, str] = {}
@@ -222,13 +227,15 @@ def _read_head(headers: Sequence[tuple[bytes, bytes]]) -> _Head:
                 b"200",
                 b"",
             )
-        elif encoding is not None and encoding != b"identity":
+        elif encoding is not None and encoding not in _ENCODINGS:
             head.refusal = (
                 _UNIMPLEMENTED,
-                "this server reads uncompressed messages only (grpc-encoding identity)",
+                "this server reads messages uncompressed, or compressed with gzip or deflate",
                 b"200",
-                literal(b"grpc-accept-encoding", b"identity"),
+                literal(b"grpc-accept-encoding", b"identity, deflate, gzip"),
             )
+        elif encoding is not None and encoding != b"identity":
+            head.encoding = encoding
         head.method = called
     if timeout is not None:
         match = _TIMEOUT.fullmatch(timeout)
@@ -247,6 +254,8 @@ class Call:
     @ivar metadata: Its metadata: (key, value) pairs, keys lower case;
         the values of C{-bin} keys are bytes.
     @ivar context: Its context (source, version, extensions).
+    @ivar encoding: How its message may be compressed (C{grpc-encoding}),
+        None for identity.
     @ivar body: What has come of its request message, when it came in pieces.
     @ivar due: When its request message must have come by (0: no bound).
     @ivar deadline: When its answer is of no use any more (0: no deadline).
@@ -255,7 +264,16 @@ class Call:
     """
 
     __slots__ = (
-        "method", "source", "metadata", "context", "body", "due", "deadline", "held", "events"
+        "method",
+        "source",
+        "metadata",
+        "context",
+        "encoding",
+        "body",
+        "due",
+        "deadline",
+        "held",
+        "events",
     )
 
     def __init__(self, method: str, source: str, metadata: Metadata, due: float) -> None:
@@ -263,6 +281,7 @@ class Call:
         self.source = source
         self.metadata = metadata
         self.context: CallContext | None = None
+        self.encoding: bytes | None = None
         self.body: bytearray | None = None
         self.due = due
         self.deadline = 0.0
@@ -504,6 +523,7 @@ class GRPCDoor:
                 head.contexts.clear()
             context = head.contexts[source] = calls.context_of(source, metadata)
         call.context = context
+        call.encoding = head.encoding
         if wait or timeout is not None:
             now = self._clock.seconds()
             if wait:
@@ -521,8 +541,7 @@ class GRPCDoor:
         body = call.body
         if end and body is None and len(data) >= 5 and len(data) == 5 + int.from_bytes(data[1:5], "big"):
             # The whole message in one frame, as gRPC clients send a small one.
-            if data[0]:
-                self._refuse(connection, stream, _INTERNAL, "a compressed message without grpc-encoding")
+            if data[0] and not self._compressed(connection, stream, call, data[0]):
                 return
             if len(data) - 5 > self.max_receive:
                 self._calls.refusals["too_large"] += 1
@@ -531,7 +550,7 @@ class GRPCDoor:
                     f"Received message larger than max ({len(data) - 5} vs. {self.max_receive})",
                 )
                 return
-            self._dispatch(connection, stream, call, data[5:])
+            self._dispatch(connection, stream, call, data[5:], data[0] == 1)
             return
         if data:
             if body is None:
@@ -539,11 +558,7 @@ class GRPCDoor:
             body += data
             if len(body) >= 5:
                 length = int.from_bytes(body[1:5], "big")
-                if body[0]:
-                    self._refuse(
-                        connection, stream, _INTERNAL,
-                        "a compressed message without grpc-encoding",
-                    )
+                if body[0] and not self._compressed(connection, stream, call, body[0]):
                     return
                 if length > self.max_receive:
                     self._calls.refusals["too_large"] += 1
@@ -561,12 +576,70 @@ class GRPCDoor:
         if body is None or len(body) < 5 or len(body) != 5 + int.from_bytes(body[1:5], "big"):
             self._one_message(connection, stream, call)
             return
-        self._dispatch(connection, stream, call, bytes(body[5:]))
+        self._dispatch(connection, stream, call, bytes(body[5:]), body[0] == 1)
+
+    def _compressed(
+        self, connection: h2.H2Connection, stream: h2.Stream, call: Call, flag: int
+    ) -> bool:
+        """
+        Whether a message whose flag byte is C{flag} (not 0) may be read:
+        compressed (1) under the call's C{grpc-encoding}. Else it is
+        refused INTERNAL, as gRPC over HTTP/2 says.
+        """
+        if flag == 1 and call.encoding is not None:
+            return True
+        self._refuse(
+            connection,
+            stream,
+            _INTERNAL,
+            "a compressed message without grpc-encoding"
+            if flag == 1
+            else f"a message whose flag byte is {flag} (0 or 1)",
+        )
+        return False
+
+    def _inflate(
+        self, connection: h2.H2Connection, stream: h2.Stream, call: Call, message: bytes
+    ) -> bytes | None:
+        """
+        C{message} inflated (gzip, or deflate's zlib format), at most
+        C{max_receive} bytes of it: a larger one is refused from what it
+        inflates to, unread beyond, as one that came that large.
+        """
+        inflater = zlib.decompressobj(31 if call.encoding == b"gzip" else 15)
+        encoding = (call.encoding or b"").decode("ascii")
+        try:
+            inflated = inflater.decompress(message, self.max_receive + 1)
+        except zlib.error:
+            inflated = None
+        if inflated is not None and len(inflated) > self.max_receive:
+            self._calls.refusals["too_large"] += 1
+            self._refuse(
+                connection, stream, _RESOURCE_EXHAUSTED,
+                f"Received message larger than max (over {self.max_receive} inflated)",
+            )
+            return None
+        if inflated is None or not inflater.eof or inflater.unused_data:
+            self._refuse(
+                connection, stream, _INTERNAL, f"the message is not one whole {encoding} stream"
+            )
+            return None
+        return inflated
 
     def _dispatch(
-        self, connection: h2.H2Connection, stream: h2.Stream, call: Call, message: bytes
+        self,
+        connection: h2.H2Connection,
+        stream: h2.Stream,
+        call: Call,
+        message: bytes,
+        compressed: bool = False,
     ) -> None:
         """The call's request message has come whole: the dispatcher's turn."""
+        if compressed:
+            inflated = self._inflate(connection, stream, call, message)
+            if inflated is None:
+                return
+            message = inflated
         if call.due:
             call.due = 0.0
             if not call.deadline:
