@@ -1169,13 +1169,14 @@ class GRPCDriver(Driver):
             metadata.append(("a2a-extensions", ", ".join(uris)))
         metadata += [(name.lower(), value) for name, value in headers]
         self.world._port += 1
-        peer = f"ipv4:{PEER}:{self.world._port}"
+        peer = IPv4Address("TCP", PEER, self.world._port)
         calls = self.world.grpc
+        source = calls.source_of(peer, tuple(metadata))
         if not calls.admits(tuple(metadata)):
-            # As the handler refuses it, from its metadata, before its message is read.
-            calls.unauthenticated(calls.source_of(peer, tuple(metadata)))
+            # As the door refuses it, from its metadata, before its message is read.
+            calls.unauthenticated(source)
             return method, Failure(UNAUTHENTICATED)
-        called = calls.call(method, params, tuple(metadata), peer)
+        called = calls.call(method, params, source, calls.context_of(source, tuple(metadata)))
         self.world.clock.advance(0)
         outcome: list[Any] = []
         called.addBoth(outcome.append)

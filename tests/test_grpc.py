@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,7 +29,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 
-from beacon.bindings.grpc import GRPCCalls, GRPCServer, peer_address
+from beacon.bindings.grpc import GRPCCalls, GRPCServer
 from beacon.bindings.http import SubmitterAuth, TransportLimits, credential_digest
 from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.config import ConfigError, build_config
@@ -355,15 +353,6 @@ async def test_the_card_lists_the_bound_listener(beacon: Running) -> None:
     bindings = [(i["protocolBinding"], i["url"]) for i in card["supportedInterfaces"]]
     assert [b for b, _ in bindings][:3] == ["JSONRPC", "HTTP+JSON", "GRPC"]
     assert bindings[2][1] == beacon.target
-
-
-def test_peer_address() -> None:
-    assert peer_address("ipv4:127.0.0.1:5000").host == "127.0.0.1"  # type: ignore[union-attr]
-    assert peer_address("ipv6:[::1]:5000").host == "::1"  # type: ignore[union-attr]
-    assert peer_address("ipv6:[::ffff:192.0.2.1]:5").host == "192.0.2.1"  # type: ignore[union-attr]
-    assert peer_address("unix:/run/x.sock") is not None
-    assert peer_address("what") is None
-    assert peer_address("ipv4:nonsense:1") is None
 
 
 @pytest_twisted.ensureDeferred

@@ -18,7 +18,6 @@ from beacon.bindings.grpc._calls import (
     internal_status,
     message_of,
     params_of,
-    peer_address,
     refusal_status,
     status_of,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "internal_status",
     "message_of",
     "params_of",
-    "peer_address",
     "refusal_status",
     "status_of",
     "tls_options",

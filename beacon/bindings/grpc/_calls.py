@@ -43,7 +43,6 @@ Wire contract::
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +51,6 @@ from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.message_factory import GetMessageClass
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IAddress, IReactorTime
 from twisted.logger import Logger
@@ -70,7 +68,6 @@ from beacon.protocol import (
     Dispatcher,
     EventStream,
     InternalError,
-    IStreamSink,
     parse_extensions,
 )
 
@@ -191,29 +188,6 @@ def internal_status() -> status_pb2.Status:
     return status_of(InternalError())
 
 
-def peer_address(peer: str) -> IAddress | None:
-    """
-    grpcio's C{context.peer()} (C{ipv4:1.2.3.4:5}, C{ipv6:[::1]:5},
-    C{unix:/path}) as a Twisted address; None for anything else.
-    """
-    kind, _, rest = peer.partition(":")
-    if kind == "unix":
-        return UNIXAddress(rest or None)
-    host, _, port = rest.rpartition(":")
-    try:
-        number = int(port)
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-    if kind == "ipv4" and address.version == 4:
-        return IPv4Address("TCP", str(address), number)
-    if kind == "ipv6":
-        if address.version == 6 and address.ipv4_mapped is not None:
-            return IPv4Address("TCP", str(address.ipv4_mapped), number)
-        return IPv6Address("TCP", str(address), number)
-    return None
-
-
 #: gRPC metadata: (key, value) pairs, keys lower case.
 Metadata = Sequence[tuple[str, Any]]
 
@@ -234,9 +208,9 @@ def _joined(metadata: Metadata, key: str) -> str | None:
 
 class GRPCCalls:
     """
-    The reactor side of the gRPC binding: one call, from its method, params,
-    metadata and peer, to the dispatcher's answer. Runs on the reactor
-    thread only.
+    The reactor side of the gRPC binding: a call's source, credential and
+    context from its metadata and peer, and the call, from its method and
+    params, to the dispatcher's answer. Runs on the reactor thread only.
 
     @ivar refusals: The refusals made here, by reason (the metrics' door
         C{grpc}).
@@ -255,7 +229,7 @@ class GRPCCalls:
         """
         @param dispatcher: Runs the methods against the policy.
         @param limits: The public doors' limits: their rate limiter, source
-            resolver and credentials are shared (the body cap is grpcio's
+            resolver and credentials are shared (the body cap is the door's
             message cap here).
         @param binding: The binding recorded in each call's context (and a
             stored submission's door).
@@ -280,14 +254,7 @@ class GRPCCalls:
         """What times the refusals' log lines (the rate limiter's clock)."""
         return self._limits.rate.clock
 
-    def source_of(self, peer: str, metadata: Metadata) -> str:
-        """The caller's source from grpcio's peer string (see L{source_at})."""
-        address = peer_address(peer)
-        if address is None:
-            return "unknown"
-        return self.source_at(address, metadata)
-
-    def source_at(self, address: IAddress, metadata: Metadata) -> str:
+    def source_of(self, address: IAddress, metadata: Metadata) -> str:
         """The caller's source: its address (a trusted proxy's x-forwarded-for)."""
         sources = self._limits.sources
         forwarded = (
@@ -308,28 +275,19 @@ class GRPCCalls:
         )
 
     def call(
-        self,
-        method: str,
-        params: Any,
-        metadata: Metadata,
-        peer: str,
-        source: str | None = None,
-        context: CallContext | None = None,
+        self, method: str, params: Any, source: str, context: CallContext
     ) -> Deferred[tuple[CallContext, Any]]:
         """
-        Run one call: the rate limit, the credentials, then the dispatcher.
+        Run one call admitted from its metadata (L{admits}): the rate
+        limit, then the dispatcher.
 
-        @param source: The caller's source, when its admission has resolved
-            it already (else from C{peer} and C{metadata}).
-        @param context: The call's context, when it is known already (else
-            L{context_of} its source and metadata).
+        @param source: The caller's source (L{source_of}).
+        @param context: The call's context (L{context_of}).
 
         @return: A Deferred firing with the call's context and the result
             (an L{EventStream} for a streaming method), or failing with an
             L{A2AError} or a L{Refused}.
         """
-        if source is None:
-            source = self.source_of(peer, metadata)
         limits = self._limits
         retry = limits.rate.refusal(
             source,
@@ -347,8 +305,6 @@ class GRPCCalls:
                     retry,
                 )
             )
-        if context is None:
-            context = self.context_of(source, metadata)
         self.in_flight += 1
 
         def done(result: Any) -> Any:
@@ -417,7 +373,6 @@ __all__ = [
     "internal_status",
     "message_of",
     "params_of",
-    "peer_address",
     "refusal_status",
     "status_of",
 ]

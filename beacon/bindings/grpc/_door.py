@@ -251,8 +251,6 @@ class Call:
     @ivar method: The method's name.
     @ivar source: Its source (counted against the source's cap until
         L{GRPCDoor._release}).
-    @ivar metadata: Its metadata: (key, value) pairs, keys lower case;
-        the values of C{-bin} keys are bytes.
     @ivar context: Its context (source, version, extensions).
     @ivar encoding: How its message may be compressed (C{grpc-encoding}),
         None for identity.
@@ -266,7 +264,6 @@ class Call:
     __slots__ = (
         "method",
         "source",
-        "metadata",
         "context",
         "encoding",
         "body",
@@ -276,14 +273,15 @@ class Call:
         "events",
     )
 
-    def __init__(self, method: str, source: str, metadata: Metadata, due: float) -> None:
+    def __init__(
+        self, method: str, source: str, context: CallContext, encoding: bytes | None
+    ) -> None:
         self.method = method
         self.source = source
-        self.metadata = metadata
-        self.context: CallContext | None = None
-        self.encoding: bytes | None = None
+        self.context = context
+        self.encoding = encoding
         self.body: bytearray | None = None
-        self.due = due
+        self.due = 0.0
         self.deadline = 0.0
         self.held = True
         self.events: EventStream | None = None
@@ -481,7 +479,7 @@ class GRPCDoor:
         host = getattr(peer, "host", None)
         source = head.sources.get(host) if host is not None else None
         if source is None:
-            source = calls.source_at(peer, metadata)
+            source = calls.source_of(peer, metadata)
             if host is not None:
                 if len(head.sources) >= MAX_HEADS:
                     head.sources.clear()
@@ -516,14 +514,12 @@ class GRPCDoor:
         self._held[source] = held + 1
         self.in_progress += 1
         wait = self.message_timeout
-        call = Call(called, source, metadata, 0.0)
         context = head.contexts.get(source)
         if context is None:
             if len(head.contexts) >= MAX_HEADS:
                 head.contexts.clear()
             context = head.contexts[source] = calls.context_of(source, metadata)
-        call.context = context
-        call.encoding = head.encoding
+        call = Call(called, source, context, head.encoding)
         if wait or timeout is not None:
             now = self._clock.seconds()
             if wait:
@@ -661,9 +657,7 @@ class GRPCDoor:
             self._refusal_status(connection, stream, internal_status())
             return
         call.body = None
-        self._calls.call(
-            call.method, params, call.metadata, "", call.source, call.context
-        ).addCallbacks(
+        self._calls.call(call.method, params, call.source, call.context).addCallbacks(
             self._answered,
             self._failed,
             callbackArgs=(connection, stream),

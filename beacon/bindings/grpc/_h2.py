@@ -130,8 +130,11 @@ def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     return _HEAD.pack(n >> 8, n & 0xFF, kind, flags, stream) + payload
 
 
-class ConnectionError_(Exception):
-    """A connection error: its code and what was wrong (the GOAWAY's debug data)."""
+class Broken(Exception):
+    """
+    The peer broke HTTP/2 (a connection error): its code, and what was
+    wrong (the GOAWAY's debug data).
+    """
 
     def __init__(self, code: int, why: str) -> None:
         super().__init__(why)
@@ -343,7 +346,7 @@ class H2Connection(Protocol):
     def _work(self) -> None:
         try:
             self._frames()
-        except ConnectionError_ as e:
+        except Broken as e:
             self._door.broken(self, e.code, e.why)
             self.goaway(e.code, e.why)
 
@@ -382,10 +385,10 @@ class H2Connection(Protocol):
         if not self._preface:
             if len(buffer) < len(PREFACE):
                 if not PREFACE.startswith(bytes(buffer)):
-                    raise ConnectionError_(PROTOCOL_ERROR, "not the HTTP/2 client preface")
+                    raise Broken(PROTOCOL_ERROR, "not the HTTP/2 client preface")
                 return
             if buffer[: len(PREFACE)] != PREFACE:
-                raise ConnectionError_(PROTOCOL_ERROR, "not the HTTP/2 client preface")
+                raise Broken(PROTOCOL_ERROR, "not the HTTP/2 client preface")
             del buffer[: len(PREFACE)]
             self._preface = True
         position = 0
@@ -395,7 +398,7 @@ class H2Connection(Protocol):
             while size - position >= 9 and not self._ended and not self._paused:
                 length = (buffer[position] << 16) | (buffer[position + 1] << 8) | buffer[position + 2]
                 if length > MAX_FRAME:
-                    raise ConnectionError_(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
+                    raise Broken(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
                 end = position + 9 + length
                 if end > size:
                     break
@@ -406,10 +409,10 @@ class H2Connection(Protocol):
                 position = end
                 if not self._settled:
                     if kind != SETTINGS or flags & ACK:
-                        raise ConnectionError_(PROTOCOL_ERROR, "the preface's SETTINGS must come first")
+                        raise Broken(PROTOCOL_ERROR, "the preface's SETTINGS must come first")
                     self._settled = True
                 if self._block is not None and kind != CONTINUATION:
-                    raise ConnectionError_(PROTOCOL_ERROR, "a header block was interrupted")
+                    raise Broken(PROTOCOL_ERROR, "a header block was interrupted")
                 if kind == DATA:
                     self._data(stream, flags, payload)
                 elif kind == HEADERS:
@@ -437,12 +440,12 @@ class H2Connection(Protocol):
                 elif kind == GOAWAY:
                     self._goaway(stream, payload)
                 elif kind == PUSH_PROMISE:
-                    raise ConnectionError_(PROTOCOL_ERROR, "a client may not push")
+                    raise Broken(PROTOCOL_ERROR, "a client may not push")
                 # Any other type is ignored (RFC 9113 §4.1).
         finally:
             del buffer[:position]
         if self.control > MAX_CONTROL:
-            raise ConnectionError_(ENHANCE_YOUR_CALM, "too many control frames")
+            raise Broken(ENHANCE_YOUR_CALM, "too many control frames")
 
     def _pause_reading(self) -> None:
         """This turn is spent: read nothing more until the next (L{_resume})."""
@@ -452,17 +455,17 @@ class H2Connection(Protocol):
 
     def _data(self, id: int, flags: int, payload: bytes) -> None:
         if id == 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
+            raise Broken(PROTOCOL_ERROR, "DATA on stream 0")
         length = len(payload)
         self._receive_window -= length
         if self._receive_window < 0:
-            raise ConnectionError_(FLOW_CONTROL_ERROR, "DATA beyond the connection's window")
+            raise Broken(FLOW_CONTROL_ERROR, "DATA beyond the connection's window")
         if flags & PADDED:
             payload = self._unpad(payload)
         stream = self.streams.get(id)
         if stream is None or stream.remote_closed:
             if id > self.last_stream:
-                raise ConnectionError_(PROTOCOL_ERROR, "DATA on an idle stream")
+                raise Broken(PROTOCOL_ERROR, "DATA on an idle stream")
             if stream is not None:
                 self.reset(stream, STREAM_CLOSED)
             # A stream we have closed: its bytes are given back at once.
@@ -483,36 +486,36 @@ class H2Connection(Protocol):
 
     def _unpad(self, payload: bytes) -> bytes:
         if not payload or payload[0] >= len(payload):
-            raise ConnectionError_(PROTOCOL_ERROR, "padding longer than the frame")
+            raise Broken(PROTOCOL_ERROR, "padding longer than the frame")
         return payload[1 : len(payload) - payload[0]]
 
     def _headers(self, id: int, flags: int, payload: bytes) -> bool:
         if id == 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "HEADERS on stream 0")
+            raise Broken(PROTOCOL_ERROR, "HEADERS on stream 0")
         if flags & PADDED:
             payload = self._unpad(payload)
         if flags & PRIORITY_FLAG:
             if len(payload) < 5:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+                raise Broken(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
             if _U32.unpack_from(payload)[0] & 0x7FFFFFFF == id:
-                raise ConnectionError_(PROTOCOL_ERROR, "a stream depends on itself")
+                raise Broken(PROTOCOL_ERROR, "a stream depends on itself")
             payload = payload[5:]
         if not flags & END_HEADERS:
             self._block = bytearray(payload)
             self._block_stream = id
             self._block_flags = flags
             if len(payload) > MAX_HEADER_BLOCK:
-                raise ConnectionError_(ENHANCE_YOUR_CALM, "a header block too large")
+                raise Broken(ENHANCE_YOUR_CALM, "a header block too large")
             return False
         return self._header_block(id, flags, payload)
 
     def _continuation(self, id: int, flags: int, payload: bytes) -> bool:
         block = self._block
         if block is None or id != self._block_stream:
-            raise ConnectionError_(PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
+            raise Broken(PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
         block += payload
         if len(block) > MAX_HEADER_BLOCK:
-            raise ConnectionError_(ENHANCE_YOUR_CALM, "a header block too large")
+            raise Broken(ENHANCE_YOUR_CALM, "a header block too large")
         if not flags & END_HEADERS:
             return False
         self._block = None
@@ -527,7 +530,7 @@ class H2Connection(Protocol):
             headers = []
             too_large = True
         except HPACKError as e:
-            raise ConnectionError_(COMPRESSION_ERROR, f"a header block HPACK cannot read ({e})") from None
+            raise Broken(COMPRESSION_ERROR, f"a header block HPACK cannot read ({e})") from None
         if id <= self.last_stream:
             stream = self.streams.get(id)
             if stream is None:
@@ -536,18 +539,18 @@ class H2Connection(Protocol):
                     # it read our RST_STREAM, so it is ignored (RFC 9113
                     # §5.1); the block was decoded, so HPACK stays in step.
                     return False
-                raise ConnectionError_(STREAM_CLOSED, "HEADERS on a closed stream")
+                raise Broken(STREAM_CLOSED, "HEADERS on a closed stream")
             if stream.remote_closed:
                 self.reset(stream, STREAM_CLOSED)
                 return False
             # Trailers: they must end the stream; the door reads none.
             if not flags & END_STREAM:
-                raise ConnectionError_(PROTOCOL_ERROR, "trailers without END_STREAM")
+                raise Broken(PROTOCOL_ERROR, "trailers without END_STREAM")
             stream.remote_closed = True
             self._door.data(self, stream, b"", True)
             return False
         if not id & 1:
-            raise ConnectionError_(PROTOCOL_ERROR, "a client's stream must be odd")
+            raise Broken(PROTOCOL_ERROR, "a client's stream must be odd")
         self.last_stream = id
         if self.going_away:
             # Past our GOAWAY: not begun (the peer retries it elsewhere).
@@ -572,15 +575,15 @@ class H2Connection(Protocol):
 
     def _window_update(self, id: int, payload: bytes) -> None:
         if len(payload) != 4:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "WINDOW_UPDATE of another length than 4")
+            raise Broken(FRAME_SIZE_ERROR, "WINDOW_UPDATE of another length than 4")
         self.control += 1
         increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
         if id == 0:
             if not increment:
-                raise ConnectionError_(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+                raise Broken(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
             self._send_window += increment
             if self._send_window > MAX_WINDOW:
-                raise ConnectionError_(FLOW_CONTROL_ERROR, "the connection's window overflows")
+                raise Broken(FLOW_CONTROL_ERROR, "the connection's window overflows")
             if self.blocked:
                 for waiting in list(self.blocked.values()):
                     self._flush(waiting)
@@ -590,7 +593,7 @@ class H2Connection(Protocol):
         stream = self.streams.get(id)
         if stream is None:
             if id > self.last_stream:
-                raise ConnectionError_(PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream")
+                raise Broken(PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream")
             return
         if not increment:
             self.reset(stream, PROTOCOL_ERROR)
@@ -604,44 +607,44 @@ class H2Connection(Protocol):
 
     def _settings(self, id: int, flags: int, payload: bytes) -> None:
         if id != 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS on a stream")
+            raise Broken(PROTOCOL_ERROR, "SETTINGS on a stream")
         self.control += 1
         if flags & ACK:
             if payload:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+                raise Broken(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
             return
         if len(payload) % 6:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS of a length not a multiple of 6")
+            raise Broken(FRAME_SIZE_ERROR, "SETTINGS of a length not a multiple of 6")
         for offset in range(0, len(payload), 6):
             key, value = _SETTING.unpack_from(payload, offset)
             if key == SETTINGS_INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
-                    raise ConnectionError_(FLOW_CONTROL_ERROR, "an initial window over 2^31-1")
+                    raise Broken(FLOW_CONTROL_ERROR, "an initial window over 2^31-1")
                 delta = value - self._peer_window
                 self._peer_window = value
                 for stream in self.streams.values():
                     stream.window += delta
                     if stream.window > MAX_WINDOW:
-                        raise ConnectionError_(FLOW_CONTROL_ERROR, "a stream's window overflows")
+                        raise Broken(FLOW_CONTROL_ERROR, "a stream's window overflows")
                 if delta > 0:
                     for stream in list(self.blocked.values()):
                         self._flush(stream)
             elif key == SETTINGS_MAX_FRAME_SIZE:
                 if not MAX_FRAME <= value <= 2**24 - 1:
-                    raise ConnectionError_(PROTOCOL_ERROR, "a max frame size out of range")
+                    raise Broken(PROTOCOL_ERROR, "a max frame size out of range")
                 self._peer_frame = value
             elif key == SETTINGS_ENABLE_PUSH:
                 if value > 1:
-                    raise ConnectionError_(PROTOCOL_ERROR, "ENABLE_PUSH other than 0 or 1")
+                    raise Broken(PROTOCOL_ERROR, "ENABLE_PUSH other than 0 or 1")
             # The others bind what we send: our header blocks use no
             # dynamic table and stay small, and we open no stream.
         self._out.write(frame(SETTINGS, ACK, 0))
 
     def _ping(self, id: int, flags: int, payload: bytes) -> None:
         if id != 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "PING on a stream")
+            raise Broken(PROTOCOL_ERROR, "PING on a stream")
         if len(payload) != 8:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "PING of another length than 8")
+            raise Broken(FRAME_SIZE_ERROR, "PING of another length than 8")
         if flags & ACK:
             if payload == self.ping_pending:
                 self.ping_pending = None
@@ -651,11 +654,11 @@ class H2Connection(Protocol):
 
     def _rst_stream(self, id: int, payload: bytes) -> None:
         if id == 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "RST_STREAM on stream 0")
+            raise Broken(PROTOCOL_ERROR, "RST_STREAM on stream 0")
         if len(payload) != 4:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "RST_STREAM of another length than 4")
+            raise Broken(FRAME_SIZE_ERROR, "RST_STREAM of another length than 4")
         if id > self.last_stream:
-            raise ConnectionError_(PROTOCOL_ERROR, "RST_STREAM on an idle stream")
+            raise Broken(PROTOCOL_ERROR, "RST_STREAM on an idle stream")
         self.control += 1
         stream = self.streams.get(id)
         if stream is not None:
@@ -663,7 +666,7 @@ class H2Connection(Protocol):
 
     def _priority(self, id: int, payload: bytes) -> None:
         if id == 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
+            raise Broken(PROTOCOL_ERROR, "PRIORITY on stream 0")
         self.control += 1
         if len(payload) != 5:
             self._out.write(frame(RST_STREAM, 0, id, _U32.pack(FRAME_SIZE_ERROR)))
@@ -673,9 +676,9 @@ class H2Connection(Protocol):
 
     def _goaway(self, id: int, payload: bytes) -> None:
         if id != 0:
-            raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
+            raise Broken(PROTOCOL_ERROR, "GOAWAY on a stream")
         if len(payload) < 8:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "GOAWAY shorter than 8")
+            raise Broken(FRAME_SIZE_ERROR, "GOAWAY shorter than 8")
         # The peer opens no more streams; those open are answered, then it
         # closes (or we do once none is left).
         self.going_away = True
