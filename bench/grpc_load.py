@@ -240,8 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"grpc_load: grpcio and protobuf are needed (pip install 'beacon-a2a[grpc]'): {e}", file=sys.stderr)
         return 2
+    return run(args, drive(args, grpc, a2a_pb2))
+
+
+def run(args: argparse.Namespace, driven: Any) -> int:
+    """Run the coroutine C{driven} and print its result (exit 0), or why it could not (exit 1)."""
     try:
-        result = asyncio.run(drive(args, grpc, a2a_pb2))
+        result = asyncio.run(driven)
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 1

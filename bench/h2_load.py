@@ -70,7 +70,6 @@ not Beacon's code.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import struct
 import sys
@@ -84,7 +83,7 @@ if str(BENCH) not in sys.path:
 
 # The same command line, counts and percentiles as the grpcio client (which
 # also puts this checkout on sys.path, for beacon.proto).
-from grpc_load import GET_TASK, SEND_MESSAGE, TEXT, Load, parse_args  # noqa: E402
+from grpc_load import GET_TASK, SEND_MESSAGE, TEXT, Load, parse_args, run  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #: Frame types (RFC 9113 §6).
@@ -106,7 +105,10 @@ STATIC_NAMES = {b":authority": 1, b":path": 4, b"content-type": 31, b"user-agent
 
 
 def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return FRAME.pack(len(payload) >> 16, len(payload) & 0xFFFF, kind, flags, stream) + payload
+    """One frame (Beacon's, imported here: beacon.bindings.grpc needs grpcio)."""
+    from beacon.bindings.grpc._h2 import frame as make
+
+    return make(kind, flags, stream, payload)
 
 
 def integer(value: int, bits: int, prefix: int = 0) -> bytes:
@@ -635,16 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"h2_load: protobuf and beacon.proto are needed (pip install 'beacon-a2a[grpc]'): {e}", file=sys.stderr)
         return 2
-    try:
-        result = asyncio.run(Run(args, a2a_pb2).drive())
-    except SystemExit as e:
-        print(e, file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(" ".join(f"{key} {value}" for key, value in result.items()))
-    return 0
+    return run(args, Run(args, a2a_pb2).drive())
 
 
 if __name__ == "__main__":

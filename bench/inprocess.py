@@ -103,14 +103,11 @@ GRPC_GET_FIRST = (
 GRPC_GET = bytes.fromhex("bec48386c3c2c1c0bf") + _A2A_VERSION
 
 
-def h2_frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
-    n = len(payload)
-    return bytes((n >> 16, (n >> 8) & 255, n & 255, kind, flags)) + stream.to_bytes(4, "big") + payload
-
-
 def grpc_call(stream: int, block: bytes, message: bytes) -> bytes:
     """One unary call as grpc-core sends it: HEADERS, then DATA ending the stream,
     and a WINDOW_UPDATE giving back what the last answer took."""
+    from beacon.bindings.grpc._h2 import frame as h2_frame
+
     return (
         h2_frame(1, 0x4, stream, block)
         + h2_frame(0, 0x1, stream, b"\x00" + len(message).to_bytes(4, "big") + message)
@@ -222,6 +219,7 @@ def measure(workload: str, count: int, signing_key: str | None = None) -> float:
     grpc_door = workload.startswith("grpc-")
     if grpc_door:
         from beacon.bindings.grpc import GRPCCalls, GRPCServer
+        from beacon.bindings.grpc._h2 import frame as h2_frame
         from beacon.proto import a2a_pb2
 
         grpc_server = GRPCServer(

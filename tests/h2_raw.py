@@ -34,6 +34,7 @@ from twisted.python.failure import Failure
 from beacon.bindings.admission import RateLimiter, SourceResolver
 from beacon.bindings.grpc import EXPIRY_INTERVAL, GRPCCalls, GRPCServer
 from beacon.bindings.grpc import _h2 as h2
+from beacon.bindings.grpc._h2 import frame
 from beacon.bindings.grpc._hpack import Decoder, literal
 from beacon.bindings.http import SubmitterAuth, TransportLimits
 from beacon.intake import PublicPolicy, schema_validator
@@ -59,12 +60,6 @@ SETTINGS_INITIAL_WINDOW_SIZE = 0x4
 # gRPC status codes.
 OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND = 0, 1, 2, 3, 4, 5
 RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 8, 12, 13
-
-
-def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    """One frame's bytes (any length: the tests send oversized ones too)."""
-    n = len(payload)
-    return struct.pack(">BHBBL", n >> 16, n & 0xFFFF, kind, flags, stream) + payload
 
 
 def block(fields: list[tuple[bytes, bytes]]) -> bytes:
@@ -420,3 +415,17 @@ def make_door() -> Iterator[Callable[..., Door]]:
     yield make
     for door in doors:
         door.close()
+
+
+@pytest.fixture
+def door(make_door: Callable[..., Door]) -> Door:
+    """A door with the default options."""
+    return make_door()
+
+
+@pytest.fixture
+def conn(door: Door) -> Connection:
+    """A connection to C{door}, its preface and SETTINGS sent and answered."""
+    connection = door.connect()
+    connection.open()
+    return connection

@@ -48,7 +48,9 @@ from tests.h2_raw import (
     WINDOW_UPDATE,
     Connection,
     Door,
-    make_door,  # the fixture
+    conn,  # a fixture
+    door,  # a fixture
+    make_door,  # a fixture
     Frame,
     block,
     call,
@@ -64,18 +66,6 @@ from tests.h2_raw import (
     sized_send_request,
     window_update,
 )
-
-
-@pytest.fixture
-def door(make_door: Callable[..., Door]) -> Door:
-    return make_door()
-
-
-@pytest.fixture
-def conn(door: Door) -> Connection:
-    connection = door.connect()
-    connection.open()
-    return connection
 
 
 def ended(connection: Connection, frames: list[Frame], code: int) -> Frame:

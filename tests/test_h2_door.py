@@ -44,7 +44,9 @@ from tests.h2_raw import (
     UNKNOWN,
     Connection,
     Door,
-    make_door,  # the fixture
+    conn,  # a fixture
+    door,  # a fixture
+    make_door,  # a fixture
     call,
     data,
     frame,
@@ -60,20 +62,10 @@ from tests.h2_raw import (
 )
 
 
-@pytest.fixture
-def door(make_door: Callable[..., Door]) -> Door:
-    return make_door()
-
-
 def connected(door: Door, *settings: tuple[int, int], peer: IPv4Address = PEER) -> Connection:
     connection = door.connect(peer)
     connection.open(*settings)
     return connection
-
-
-@pytest.fixture
-def conn(door: Door) -> Connection:
-    return connected(door)
 
 
 def at(door: Door, seconds: float) -> None:

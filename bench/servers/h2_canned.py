@@ -30,15 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from beacon.bindings.grpc._h2 import frame  # noqa: E402
 from beacon.bindings.grpc._hpack import Decoder, indexed, literal  # noqa: E402
 from beacon.proto import a2a_pb2  # noqa: E402
 
 FRAME = struct.Struct(">BHBBI")
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-
-def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return FRAME.pack(len(payload) >> 16, len(payload) & 0xFFFF, kind, flags, stream) + payload
 
 
 TASK = a2a_pb2.Task(id="canned-task", context_id="canned-context",
