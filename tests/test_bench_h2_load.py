@@ -143,7 +143,7 @@ def test_call_timeout(canned_target: str) -> None:
 
 
 def test_against_beacon(grpc_target: str) -> None:  # noqa: F811
-    """A real Beacon (grpcio's server: its dynamic table, Huffman): every answer right, for both methods."""
+    """A real Beacon (its own gRPC door, its own HPACK encoding): every answer right, for both methods."""
     sent = measured(run("--target", grpc_target, "--connections", "2", "--duration", "0.5", "--json"))
     assert sent["requests"] > 0 and sent["errors"] == 0
     got = measured(run("--target", grpc_target, "--method", "get", "--duration", "0.3", "--json"))

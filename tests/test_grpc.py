@@ -1,9 +1,10 @@
 """
-The A2A gRPC binding (C{beacon.bindings.grpc}, C{[grpc]}) against a real
-grpcio server on 127.0.0.1:0, started inside the test's running reactor (as
-makeService wires it, or a L{GRPCServer} over a policy of the test's).
-Every call from the test goes through a grpcio channel on a thread
-(C{deferToThread}), so the reactor keeps running and answers it.
+The A2A gRPC binding (C{beacon.bindings.grpc}, C{[grpc]}): Beacon's gRPC
+door on 127.0.0.1:0, started inside the test's running reactor (as
+makeService wires it, or a L{GRPCServer} over a policy of the test's),
+against grpcio's own client. Every call from the test goes through a
+grpcio channel on a thread (C{deferToThread}), so the reactor keeps running
+and answers it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 
 from beacon.bindings.grpc import GRPCCalls, GRPCServer
@@ -490,11 +490,14 @@ class StreamingPolicy:
     def __init__(self) -> None:
         self.streams: list[EventStream] = []
         self.opened: Deferred[EventStream] = Deferred()
+        #: Fires when the stream SendStreamingMessage opened has ended.
+        self.ended: Deferred[None] = Deferred()
 
     def send_streaming_message(self, context: Any, request: Any) -> EventStream:
         stream = EventStream()
         stream.send({"task": {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_SUBMITTED"}}})
         self.streams.append(stream)
+        stream.on_cancel(lambda: self.ended.callback(None))
         self.opened.callback(stream)
         return stream
 
@@ -562,10 +565,9 @@ async def test_a_stream_its_peer_cancels_is_cancelled() -> None:
         events, failed = await _read_stream(server.urls[0], "SendStreamingMessage", text_request(), take=1)
         assert len(events) == 1 and failed is None
         (stream,) = policy.streams
-        for _ in range(200):  # a bounded wait for grpcio's callback to reach the reactor
-            if stream.finished:
-                break
-            await deferLater(reactor, 0.05, lambda: None)
+        # The door ends the stream when the peer's RST_STREAM arrives (the
+        # 30 s are a safety net, not a wait).
+        await policy.ended.addTimeout(30, reactor)
         assert stream.finished
     finally:
         await server.stop()
