@@ -717,6 +717,50 @@ async def test_purge_rewrites(
     assert task is not None and (task.submission.content, task.note) == (b"", None)
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_purge_whose_rewrite_fails_is_made_and_says_so(
+    stores: Any, postgresql: RunDatabase, pg_schema: tuple[str, str]
+) -> None:
+    """
+    A rewrite that fails (here its connection is ended while VACUUM FULL
+    waits for a reader's lock on events) fails the purge, saying that the
+    purge was made, that the tables were not rewritten and what rewrites
+    them; the purge stands, and the store goes on with a new connection.
+    """
+    store = stores()
+    await store.append(submission(0))
+    await store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, "note")
+    with postgresql.connect(pg_schema[0]) as other:
+        with other.transaction():
+            other.execute("LOCK TABLE events IN ACCESS SHARE MODE")
+            purging = store.purge(DECIDED_AT + 1, DECIDED_AT + 2)
+
+            def rewriting() -> int | None:
+                # pg_locks, unlike pg_stat_activity, is read anew inside a transaction.
+                row = other.execute(
+                    "SELECT pid FROM pg_locks WHERE NOT granted"
+                    " AND relation = 'events'::regclass AND mode = 'AccessExclusiveLock'"
+                ).fetchone()
+                return int(row[0]) if row else None
+
+            pid = await poll(rewriting, "the rewrite to wait for the lock on events")
+            assert not purging.called
+            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with pytest.raises(StoreError) as failed:
+                await purging
+    message = str(failed.value)
+    assert message.startswith("purged 1 submission(s) in "), message
+    assert "but could not rewrite its tables (VACUUM FULL): " in message, message
+    assert message.endswith(
+        "; the erased content stays in the table files until VACUUM FULL submissions, events is run"
+    ), message
+    task = await store.get(submission(0).id)
+    assert task is not None and task.purged_at_ms == DECIDED_AT + 2
+    assert (task.submission.content, task.note) == (b"", None)
+    await store.append(submission(1))
+    assert await store.get(submission(1).id) is not None
+
+
 def version_1_schema(postgresql: RunDatabase, schema: str, appended: list[Any]) -> None:
     """
     A schema as a Beacon of schema version 1 left it: migration 1 only,

@@ -654,7 +654,9 @@ class PostgreSQLStore(ThreadedStore):
                     self._discard(connection)
                 raise StoreError(
                     f"purged {count} submission(s) in {self.url}, but could not"
-                    f" rewrite its tables (VACUUM FULL): {describe(e)}"
+                    f" rewrite its tables (VACUUM FULL): {describe(e)}; the"
+                    " erased content stays in the table files until VACUUM FULL"
+                    " submissions, events is run"
                 ) from e
             if refused:
                 raise StoreError(
