@@ -7,24 +7,18 @@ asserted here.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from beacon.intake import new_id, schema_validator
+from scripts import load_script
 
 READER = Path(__file__).resolve().parent.parent / "bench" / "reader.py"
 
 
 def load_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_reader", READER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_reader"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(READER, "bench_reader")
 
 
 reader = load_module()

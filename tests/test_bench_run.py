@@ -9,28 +9,19 @@ asserted and no process is started here.
 
 from __future__ import annotations
 
-import argparse
-import importlib.machinery
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 RUN = Path(__file__).resolve().parent.parent / "bench" / "run"
 
 
 def load_module() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("bench_run", str(RUN))
-    spec = importlib.util.spec_from_loader("bench_run", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_run"] = module  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
+    return load_script(RUN, "bench_run")
 
 
 bench = load_module()

@@ -7,23 +7,17 @@ own target, and time fdatasync where it is told. No timing is asserted.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 RUNS = Path(__file__).resolve().parent.parent / "bench" / "runs.py"
 
 
 def load_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_runs", RUNS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_runs"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(RUNS, "bench_runs")
 
 
 runs = load_module()

@@ -9,26 +9,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import importlib.util
 import json
 import struct
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from beacon.bindings.websocket._frames import text_frame, unmask
+from scripts import load_script
 
 WS_LOAD = Path(__file__).resolve().parent.parent / "bench" / "ws_load.py"
 
 
 def load_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ws_load", WS_LOAD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ws_load"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(WS_LOAD, "ws_load")
 
 
 ws_load = load_module()

@@ -7,8 +7,6 @@ own soundness, and the skip without a kit.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import re
 import subprocess
@@ -17,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "conformance"
@@ -24,14 +23,7 @@ EXPECTED = ROOT / "tests" / "conformance" / "expected-failures.toml"
 
 
 def load_tool() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("conformance_tool", str(TOOL))
-    spec = importlib.util.spec_from_loader("conformance_tool", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclasses look their module up in sys.modules.
-    sys.modules.setdefault("conformance_tool", module)
-    loader.exec_module(sys.modules["conformance_tool"])
-    return sys.modules["conformance_tool"]
+    return load_script(TOOL, "conformance_tool")
 
 
 tool = load_tool()

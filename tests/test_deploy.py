@@ -24,8 +24,6 @@ container image (Dockerfile), and what the checkout carries for them
 from __future__ import annotations
 
 import configparser
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -44,6 +42,7 @@ from twisted.plugin import getPlugins
 from beacon import __version__
 from beacon.tap import Options
 from peers.postgres import in_ci
+from scripts import load_script
 
 ROOT = Path(__file__).parent.parent
 UNIT = ROOT / "etc" / "beacon.service"
@@ -310,12 +309,7 @@ DEPLOY_CHECK = ROOT / "tools" / "deploy-check"
 
 
 def load_deploy_check() -> Any:
-    loader = importlib.machinery.SourceFileLoader("deploy_check_tool", str(DEPLOY_CHECK))
-    spec = importlib.util.spec_from_loader("deploy_check_tool", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script(DEPLOY_CHECK, "deploy_check_tool")
 
 
 def manual_systemd_steps() -> list[str]:

@@ -5,27 +5,19 @@ failures counted by test id, each pass's output kept.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "test-loop"
 
 
 def load_tool() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("test_loop_tool", str(TOOL))
-    spec = importlib.util.spec_from_loader("test_loop_tool", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclass looks its module up in sys.modules.
-    sys.modules.setdefault("test_loop_tool", module)
-    loader.exec_module(sys.modules["test_loop_tool"])
-    return sys.modules["test_loop_tool"]
+    return load_script(TOOL, "test_loop_tool")
 
 
 SUMMARY = """\

@@ -7,21 +7,18 @@ to end against an operator door.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from scripts import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def walk_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("walk", ROOT / "bench" / "walk.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "walk.py", "walk")
 
 
 def test_a_send_message_checks_the_rate_once() -> None:
