@@ -41,6 +41,7 @@ class Run:
     path: Path
     date: str = "?"
     machine: str = "?"
+    disk: str = ""
     figures: dict[str, float | None] = field(default_factory=dict)
     targets: dict[str, str] = field(default_factory=dict)
 
@@ -54,6 +55,8 @@ def read_run(path: Path) -> Run:
             run.date = line[len("- date: "):].strip()
         elif line.startswith("- machine: "):
             run.machine = line[len("- machine: "):].split(";")[0].strip()
+        elif line.startswith("- disk: "):
+            run.disk = line[len("- disk: "):].strip()
         elif line.startswith("## "):
             in_goals = line.strip() == "## Goals"
         elif in_goals and line.startswith("| ") and not line.startswith(("| goal |", "|---")):
@@ -109,7 +112,8 @@ def summary(runs: list[Run], fsync: list[float] | None = None) -> str:
     """The runs side by side, as Markdown."""
     lines = [f"# bench/run, {len(runs)} runs side by side", ""]
     for number, run in enumerate(runs, 1):
-        lines.append(f"- run {number}: `{run.path.name}`, {run.date}, {run.machine}")
+        lines.append(f"- run {number}: `{run.path.name}`, {run.date}, {run.machine}"
+                     + (f"; {run.disk}" if run.disk else ""))
     if fsync:
         lines.append(
             f"- fdatasync of a 200-byte append, {len(fsync)} calls: median "

@@ -324,3 +324,12 @@ def test_charge_is_server_cpu_per_right_answer() -> None:
         uncharged = bench.Cell("card", "64", "beacon", 1, ok=ok)
         bench.charge(uncharged, before, after)
         assert uncharged.cpu_us is None
+
+
+def test_disk_sync_says_what_an_fdatasync_takes_where_the_servers_write(tmp_path: Path) -> None:
+    """The results header's disk line: measured in the directory given, which it leaves as it found it."""
+    line = bench.disk_sync(tmp_path)
+    assert line.startswith("fdatasync of a 200-byte append in the servers' directory, 500 calls before the first "
+                           "cell: median "), line
+    assert line.endswith(" ms") and ", p90 " in line
+    assert list(tmp_path.iterdir()) == []

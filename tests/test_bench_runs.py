@@ -29,6 +29,7 @@ def results(date: str, send16: str, rss: str = "16.00", grpc: str = "n/a") -> st
 
 - date: {date}
 - machine: 2 cores (AMD EPYC), Linux 6.18; load average 0.31 at start, 1.10 at end
+- disk: fdatasync of a 200-byte append in the servers' directory, 500 calls before the first cell: median 0.107 ms, p90 0.128 ms
 - run: 3 round(s), 6 s per cell
 
 ## Throughput and latency
@@ -70,6 +71,7 @@ def test_read_run_takes_the_header_and_the_goals_table(three: list[Path]) -> Non
     run = runs.read_run(three[0])
     assert run.date == "2026-12-07 01:00 UTC"
     assert run.machine == "2 cores (AMD EPYC), Linux 6.18"
+    assert run.disk.endswith("median 0.107 ms, p90 0.128 ms")
     assert run.figures == {
         "SendMessage at 16: Beacon/a2a-sdk (at its best)": 9.5,
         "SendMessage (gRPC) at 16: Beacon/a2a-sdk-grpc (issue 44)": 11.0,
@@ -124,7 +126,9 @@ def test_summary_judges_the_median_of_the_runs_that_measured_a_goal(three: list[
     assert rows["413s, declared Content-Length over max_body: refusals/s over card req/s (shown)"].endswith(
         "| 1.10 | none | shown |"
     )
-    assert "- run 2: `run-2.md`, 2026-12-07 02:00 UTC, 2 cores (AMD EPYC), Linux 6.18" in text
+    assert ("- run 2: `run-2.md`, 2026-12-07 02:00 UTC, 2 cores (AMD EPYC), Linux 6.18; fdatasync of a "
+            "200-byte append in the servers' directory, 500 calls before the first cell: median 0.107 ms, "
+            "p90 0.128 ms\n") in text
     assert text.endswith("Goals not met by the median: 0.\n")
 
 
