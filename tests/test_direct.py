@@ -26,6 +26,7 @@ import pytest_twisted
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import ITCPTransport
 from twisted.internet.task import Clock
@@ -119,12 +120,12 @@ def get(path: bytes, headers: bytes = b"", method: bytes = b"GET") -> bytes:
 class Server:
     """Beacon's public tree on a BeaconSite, direct or twisted.web only."""
 
-    def __init__(self, direct: bool, **config: Any) -> None:
+    def __init__(self, direct: bool, store: MemoryStore | None = None, **config: Any) -> None:
         self.clock = Clock()
         self.clock.advance(1_800_000_000)
         settings: dict[str, Any] = {"limits": {"rate": 0}}
         settings.update(config)
-        self.store = MemoryStore()
+        self.store = store or MemoryStore()
         resources = beacon_resources(build_config(settings), self.store, self.clock)
         resources.publish("http://127.0.0.1:8080")
         #: The limits every public binding shares (and their refusals).
@@ -575,6 +576,48 @@ def test_a_peer_that_goes_away_mid_request_is_noticed() -> None:
     request.write(b"late")
     assert transport.value() == b""
     assert site.open_connections == 0
+
+
+class HeldStore(MemoryStore):
+    """A memory store whose appends are committed when the test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[tuple[Deferred[None], Any]] = []
+
+    def append(self, submission: Any) -> Deferred[None]:
+        committed: Deferred[None] = Deferred()
+        self.held.append((committed, submission))
+        return committed
+
+    def commit(self) -> None:
+        held, self.held = self.held, []
+        for committed, submission in held:
+            super().append(submission).chainDeferred(committed)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "twisted.web"])
+@pytest.mark.parametrize("request_bytes", [PLAIN["SendMessage"], PLAIN["HTTP+JSON SendMessage"],
+                                           post(b'{"text": "Hello"}', b"/beacon/0.1/submissions")],
+                         ids=["JSON-RPC", "HTTP+JSON", "native"])
+def test_a_submission_whose_peer_went_away_is_stored_and_not_answered(
+    direct: bool, request_bytes: bytes, logged_events: Any
+) -> None:
+    """
+    The peer goes away while its submission waits for the store's commit:
+    the submission is stored, and its answer is neither written nor tried
+    (no http.response_failed), on the direct channel and on twisted.web's.
+    """
+    store = HeldStore()
+    server = Server(direct, store=store)
+    channel, transport = server.connect()
+    channel.dataReceived(request_bytes)
+    assert transport.value() == b"" and len(store.held) == 1
+    lose(channel)
+    store.commit()
+    assert transport.value() == b""
+    assert len(store.submissions) == 1
+    assert not logged_events.named("http.response_failed")
 
 
 def test_a_failing_resource_gets_500_and_the_connection_goes_on(logged_events: Any) -> None:

@@ -16,6 +16,7 @@ import math
 import re
 from functools import lru_cache
 from io import BytesIO
+from collections.abc import Callable
 from typing import Any, Protocol as TypingProtocol
 from urllib.parse import parse_qs
 
@@ -428,6 +429,10 @@ class DirectRequest:
         self._notifications.append(notification)
         return notification
 
+    def gone(self) -> bool:
+        """Whether the peer went away before the response was complete."""
+        return self._disconnected
+
     def connection_lost(self, reason: Failure) -> None:
         """The peer went away before the response was complete."""
         self._disconnected = True
@@ -483,6 +488,20 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+def peer_gone(request: Any) -> Callable[[], bool]:
+    """
+    A check, for an answer made later, of whether C{request}'s peer went
+    away meanwhile: a L{DirectRequest} knows it (L{DirectRequest.gone});
+    twisted.web's request is asked through C{notifyFinish}, which costs a
+    Deferred and its callbacks on every request.
+    """
+    if type(request) is DirectRequest:
+        return request.gone
+    finished: list[object] = []
+    request.notifyFinish().addBoth(finished.append)
+    return lambda: bool(finished)
+
+
 __all__ = [
     "DirectRequest",
     "HeadAnswer",
@@ -492,4 +511,5 @@ __all__ = [
     "RequestChannel",
     "direct_resource",
     "http_date",
+    "peer_gone",
 ]

@@ -53,7 +53,6 @@ from typing import Any, Callable, Mapping
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.resource import Resource
 # Bound once: attribute reads on twisted.web.http go through its deprecation proxy.
@@ -70,7 +69,7 @@ from beacon.bindings.admission import (
     native_refusal,
     refuse,
 )
-from beacon.bindings.http._direct_request import IDirectResource, IHeadGate
+from beacon.bindings.http._direct_request import IDirectResource, IHeadGate, peer_gone
 from beacon.protocol import (
     A2AError,
     CallContext,
@@ -330,14 +329,13 @@ class JSONRPCResource(MethodsResource):
         assert request.content is not None
         body = request.content.read()
         context = call_context(request, self._binding, source, self._extensions)
-        finished: list[Failure | None] = []
-        request.notifyFinish().addBoth(finished.append)
+        gone = peer_gone(request)
 
         def respond(response: dict[str, Any] | StreamAnswer | None) -> None:
             # Guarded here, not by an errback: one step less on every
             # request's way back (dispatch itself never fails).
             try:
-                if finished:
+                if gone():
                     if isinstance(response, StreamAnswer):
                         response.stream.cancel()
                     return  # The peer went away; nothing to answer.

@@ -38,7 +38,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
-from beacon.bindings.http._direct_request import IDirectResource
+from beacon.bindings.http._direct_request import IDirectResource, peer_gone
 from beacon.bindings.admission import JSON_TYPE, NotFound, TransportLimits, container, refuse
 from beacon.bindings.http._jsonrpc import DocumentResource, MethodsResource, PreparedDocument
 from beacon.protocol import (
@@ -62,11 +62,10 @@ class _Answering:
 
     @staticmethod
     def answer(request: server.Request, result: Deferred[tuple[int, bytes, dict[bytes, bytes]]]) -> int:
-        finished: list[Any] = []
-        request.notifyFinish().addBoth(finished.append)
+        gone = peer_gone(request)
 
         def write(outcome: tuple[int, bytes, dict[bytes, bytes]]) -> None:
-            if finished:
+            if gone():
                 return
             status, body, headers = outcome
             request.setResponseCode(status)

@@ -83,7 +83,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import alsoProvides
 
-from beacon.bindings.http._direct_request import IDirectResource
+from beacon.bindings.http._direct_request import IDirectResource, peer_gone
 from beacon.bindings.admission import BEACON_DOMAIN, JSON_TYPE, TransportLimits, refuse
 from beacon.bindings.http._jsonrpc import (
     call_context,
@@ -353,14 +353,13 @@ class RESTResource(Resource):
         except A2AError as error:
             self._refused(request, context, error)
             return NOT_DONE_YET
-        finished: list[Failure | None] = []
-        request.notifyFinish().addBoth(finished.append)
+        gone = peer_gone(request)
 
         # Each guarded itself, not by an errback: one step less on every
         # request's way back.
         def answered(result: Any) -> None:
             try:
-                if finished:
+                if gone():
                     if isinstance(result, EventStream):
                         result.cancel()
                     return  # The peer went away; nothing to answer.
@@ -379,7 +378,7 @@ class RESTResource(Resource):
                 # Dispatcher.run fails with A2AErrors only.
                 error = reason.value
                 assert isinstance(error, A2AError)
-                if not finished:
+                if not gone():
                     self._refused(request, context, error)
             except Exception:
                 log.failure("http.response_failed")
