@@ -20,6 +20,8 @@ import pytest
 from peers.process import START_TIMEOUT, BeaconLauncher
 
 GRPC_LOAD = Path(__file__).resolve().parent.parent / "bench" / "grpc_load.py"
+#: The raw HTTP/2 client, which keeps grpc_load.py's command line and exit codes.
+H2_LOAD = GRPC_LOAD.parent / "h2_load.py"
 #: Where Beacon's log says a gRPC listener is bound.
 SERVING = re.compile(r"a2a\.grpc\.serving: the gRPC binding at (\S+)")
 #: The most one run may take here (its own bounds are far less).
@@ -39,11 +41,16 @@ def grpc_target(tmp_path: Path) -> Iterator[str]:
         launcher.close()
 
 
-def run(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
-    code = f"{prelude}\nimport runpy, sys\nsys.argv = ['grpc_load.py', *{list(args)!r}]\nrunpy.run_path({str(GRPC_LOAD)!r}, run_name='__main__')"
+def run_client(script: Path, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """Run a load client with C{args}, after C{prelude} (Python run first, in the same process)."""
+    code = f"{prelude}\nimport runpy, sys\nsys.argv = [{script.name!r}, *{list(args)!r}]\nrunpy.run_path({str(script)!r}, run_name='__main__')"
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL
     )
+
+
+def run(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    return run_client(GRPC_LOAD, *args, prelude=prelude)
 
 
 def test_load_against_beacon(grpc_target: str) -> None:
@@ -74,17 +81,22 @@ def test_get_task_load_against_beacon(grpc_target: str) -> None:
     assert "wrong answer" in wrong.stderr
 
 
-def test_without_grpcio_and_unreachable() -> None:
-    """No grpcio: one line, exit 2. Nothing answering: exit 1 once --connect-timeout passes. Bad arguments: exit 2."""
+def test_without_grpcio() -> None:
+    """No grpcio: one line, exit 2."""
     missing = run("--target", "127.0.0.1:1", "--duration", "1", "--json", prelude="import sys; sys.modules['grpc'] = None")
     assert missing.returncode == 2 and missing.stdout == ""
     assert len(missing.stderr.splitlines()) == 1 and "pip install 'beacon-a2a[grpc]'" in missing.stderr
+
+
+@pytest.mark.parametrize("script", [GRPC_LOAD, H2_LOAD], ids=["grpc_load", "h2_load"])
+def test_unreachable_and_usage(script: Path) -> None:
+    """Both clients: nothing answering, exit 1 once --connect-timeout passes; bad arguments, exit 2."""
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]
     free.close()
-    unreachable = run("--target", f"127.0.0.1:{port}", "--duration", "1", "--connect-timeout", "0.5", "--json")
+    unreachable = run_client(script, "--target", f"127.0.0.1:{port}", "--duration", "1", "--connect-timeout", "0.5", "--json")
     assert unreachable.returncode == 1 and unreachable.stdout == ""
     assert "not reachable within 0.5 s" in unreachable.stderr
-    assert run("--target", "x:1", "--duration", "0").returncode == 2
-    assert run("--target", "x:1", "--duration", "1", "--connections", "0").returncode == 2
+    assert run_client(script, "--target", "x:1", "--duration", "0").returncode == 2
+    assert run_client(script, "--target", "x:1", "--duration", "1", "--connections", "0").returncode == 2

@@ -11,23 +11,20 @@ never answers is exit 1, bounded by its connect timeout; usage is exit 2.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import pytest
+from test_bench_grpc_load import H2_LOAD, run_client
 from test_bench_grpc_load import grpc_target  # noqa: F401  (a fixture: a Beacon with a gRPC listener)
 
 from beacon.proto import a2a_pb2
 
 grpc = pytest.importorskip("grpc")
 
-H2_LOAD = Path(__file__).resolve().parent.parent / "bench" / "h2_load.py"
 #: The most one run may take here (its own bounds are far less).
 RUN_TIMEOUT = 120.0
 FIELDS = {"requests", "errors", "seconds", "rps", "p50_ms", "p99_ms", "client_cpu_seconds"}
@@ -92,10 +89,7 @@ def canned_target() -> Iterator[str]:
 
 
 def run(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
-    code = f"{prelude}\nimport runpy, sys\nsys.argv = ['h2_load.py', *{list(args)!r}]\nrunpy.run_path({str(H2_LOAD)!r}, run_name='__main__')"
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL
-    )
+    return run_client(H2_LOAD, *args, prelude=prelude)
 
 
 def measured(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -150,17 +144,9 @@ def test_against_beacon(grpc_target: str) -> None:  # noqa: F811
     assert got["requests"] > 0 and got["errors"] == 0, got
 
 
-def test_unreachable_and_usage() -> None:
-    """Nothing answering: exit 1 once --connect-timeout passes. Bad arguments, or no protobuf: exit 2."""
-    free = socket.socket()
-    free.bind(("127.0.0.1", 0))
-    port = free.getsockname()[1]
-    free.close()
-    unreachable = run("--target", f"127.0.0.1:{port}", "--duration", "1", "--connect-timeout", "0.5", "--json")
-    assert unreachable.returncode == 1 and unreachable.stdout == ""
-    assert "not reachable within 0.5 s" in unreachable.stderr
-    assert run("--target", "x:1", "--duration", "0").returncode == 2
-    assert run("--target", "x:1", "--duration", "1", "--connections", "0").returncode == 2
+def test_usage_of_its_own() -> None:
+    """A target without a port: exit 2 (grpc_load.py would try it). No protobuf: one line, exit 2.
+    (Nothing answering, and the arguments both clients refuse: test_bench_grpc_load.py.)"""
     assert run("--target", "nowhere", "--duration", "1").returncode == 2
     missing = run("--target", "127.0.0.1:1", "--duration", "1", prelude="import sys; sys.modules['google.protobuf'] = None")
     assert missing.returncode == 2 and missing.stdout == "" and len(missing.stderr.splitlines()) == 1
