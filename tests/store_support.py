@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import pytest_twisted
@@ -142,6 +143,29 @@ def raw(path: Path) -> sqlite3.Connection:
     A plain connection to the database, bypassing the store.
     """
     return sqlite3.connect(str(path), isolation_level=None)
+
+
+async def hold_writer(store: Any) -> Callable[[], None]:
+    """
+    Hold C{store}'s writer thread (an L{SQLiteStore} or a
+    L{PostgreSQLStore}) once it has done everything it was given before,
+    until the returned function is called. The writes queued meanwhile are
+    all waiting when it lets go, so the writer takes them as one batch (up
+    to C{max_batch}): batches are made of what waits, which only a held
+    writer makes certain.
+    """
+    gate = threading.Event()
+    holding: Deferred[None] = Deferred()
+
+    def hold() -> None:
+        reactor.callFromThread(holding.callback, None)
+        # Bounded, so that a test that fails before letting go cannot hang
+        # the store's stop for ever.
+        gate.wait(60)
+
+    store._writer_pool.call(hold)
+    await holding
+    return gate.set
 
 
 async def all_pages(

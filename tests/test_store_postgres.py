@@ -43,6 +43,7 @@ from store_support import (
     all_pages,
     assert_each_claimed_once,
     assert_one_decision_wins,
+    hold_writer,
     ids,
     newest_first,
     structured,
@@ -456,8 +457,11 @@ async def test_group_commit(stores: Any) -> None:
     await gatherResults([store.append(submission(n)) for n in range(200)])
     assert 1 <= store.transactions < 200
     small = stores(max_batch=10)
-    await gatherResults([small.append(submission(n + 1000)) for n in range(100)])
-    assert small.transactions == 1 + 10
+    release = await hold_writer(small)
+    appended = [small.append(submission(n + 1000)) for n in range(100)]
+    release()
+    await gatherResults(appended)
+    assert small.transactions == 10
 
 
 @pytest_twisted.ensureDeferred
@@ -470,13 +474,14 @@ async def test_batch_failure_stores_nothing(stores: Any) -> None:
     store = stores()
     heard = Heard(store)
     secret = b'{"text":"do not log or echo me"}'
-    alone = store.append(submission(0))  # in flight: the rest queue
+    await store.append(submission(0))
+    release = await hold_writer(store)
     doomed = [
         store.append(submission(1, content=secret)),
         store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, None),
         store.append(submission(2, id="receipt-0001")),  # the same id
     ]
-    await alone
+    release()
     for answer in doomed:
         with pytest.raises(StoreError) as caught:
             await answer

@@ -9,9 +9,11 @@ stop that waits for what is in flight.
 from __future__ import annotations
 
 import os
+import queue
 import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -39,6 +41,7 @@ from store_support import (
     Heard,
     all_pages,
     assert_one_decision_wins,
+    hold_writer,
     ids,
     newest_first,
     old_database,
@@ -105,6 +108,47 @@ async def test_group_commit(sqlite_store: SQLiteStore) -> None:
     assert 1 <= sqlite_store.transactions < 200
 
 
+class _Watched(SQLiteStore):
+    """
+    A SQLiteStore that tells a queue, from its writer thread, the size of
+    each batch it has written.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, reactor)
+        self.written: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def _write_batch(self, writes: list[Any]) -> list[Any]:
+        outcomes = super()._write_batch(writes)
+        self.written.put(len(writes))
+        return outcomes
+
+
+@pytest_twisted.ensureDeferred
+async def test_writer_goes_on_while_the_reactor_answers(db: Path) -> None:
+    """
+    The writer takes the next batch as soon as it has committed one, before
+    the reactor has answered that one: here the test holds the reactor
+    thread while the writer commits a first submission, queues a second,
+    and the writer commits it too, with neither answered yet.
+    """
+    store = _Watched(str(db))
+    store.startService()
+    try:
+        first = store.append(submission(1))
+        assert store.written.get(timeout=30) == 1
+        second = store.append(submission(2))
+        # A writer that waited for the reactor to answer the first batch
+        # would never take this one while the reactor is held: get times
+        # out.
+        assert store.written.get(timeout=30) == 1
+        assert not first.called and not second.called
+        await gatherResults([first, second])
+        assert store.transactions == 2
+    finally:
+        await store.stopService()
+
+
 @pytest_twisted.ensureDeferred
 async def test_large_mixed_batch_is_stored_row_for_row(sqlite_store: SQLiteStore) -> None:
     """
@@ -112,11 +156,12 @@ async def test_large_mixed_batch_is_stored_row_for_row(sqlite_store: SQLiteStore
     multi-row INSERTs around it) stores every submission exactly, in order,
     and the decision, in one transaction.
     """
-    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    await sqlite_store.append(submission(0))
+    release = await hold_writer(sqlite_store)
     batch = [sqlite_store.append(submission(n)) for n in range(1, 41)]
     decided = sqlite_store.decide(submission(0).id, STATE_REJECTED, DECIDED_AT, "no")
     batch += [sqlite_store.append(submission(n)) for n in range(41, 81)]
-    await alone
+    release()
     await gatherResults(batch)
     task = await decided
     assert task is not None and task.state == STATE_REJECTED
@@ -131,13 +176,16 @@ async def test_large_mixed_batch_is_stored_row_for_row(sqlite_store: SQLiteStore
 @pytest_twisted.ensureDeferred
 async def test_max_batch(db: Path) -> None:
     """
-    No transaction holds more than max_batch submissions: the first append
-    goes alone, the 99 queued behind it go ten at a time.
+    No transaction holds more than max_batch submissions: 100 queued while
+    the writer is busy go ten at a time.
     """
     small = open_store(db, max_batch=10)
     try:
-        await gatherResults([small.append(submission(n)) for n in range(100)])
-        assert small.transactions == 1 + 10
+        release = await hold_writer(small)
+        appended = [small.append(submission(n)) for n in range(100)]
+        release()
+        await gatherResults(appended)
+        assert small.transactions == 10
     finally:
         await small.stopService()
 
@@ -168,14 +216,15 @@ async def test_batch_failure_stores_nothing(sqlite_store: SQLiteStore) -> None:
     and the store keeps working.
     """
     secret = b'{"text":"do not log or echo me"}'
-    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    await sqlite_store.append(submission(0))
     doomed = [
         submission(1, content=secret),
         submission(1, id="receipt-0001"),  # the same id: the batch fails
         submission(2),
     ]
+    release = await hold_writer(sqlite_store)
     answers = [sqlite_store.append(s) for s in doomed]
-    await alone
+    release()
     for answer in answers:
         with pytest.raises(StoreError) as caught:
             await answer
@@ -321,7 +370,8 @@ async def test_decisions_share_group_commit(sqlite_store: SQLiteStore) -> None:
     in the same batch, and listeners hear the batch in its order.
     """
     heard = Heard(sqlite_store)
-    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    await sqlite_store.append(submission(0))
+    release = await hold_writer(sqlite_store)
     queued = [
         sqlite_store.append(submission(1)),
         sqlite_store.decide(submission(0).id, STATE_REJECTED, DECIDED_AT, None),
@@ -330,7 +380,7 @@ async def test_decisions_share_group_commit(sqlite_store: SQLiteStore) -> None:
         sqlite_store.decide("receipt-9999", STATE_REJECTED, DECIDED_AT, None),
         sqlite_store.append(submission(2)),
     ]
-    await alone
+    release()
     results: list[object] = []
     for answer in queued:
         try:
@@ -391,10 +441,11 @@ async def test_decision_in_failed_batch(sqlite_store: SQLiteStore) -> None:
     StoreError; no listener hears of it; it can be made again.
     """
     heard = Heard(sqlite_store)
-    alone = sqlite_store.append(submission(0))  # in flight: the rest queue
+    await sqlite_store.append(submission(0))
+    release = await hold_writer(sqlite_store)
     decided = sqlite_store.decide(submission(0).id, STATE_COMPLETED, DECIDED_AT, None)
     doomed = [sqlite_store.append(submission(2)), sqlite_store.append(submission(2))]
-    await alone
+    release()
     for answer in [decided, *doomed]:
         with pytest.raises(StoreError):
             await answer
@@ -414,7 +465,7 @@ async def test_listeners_after_answers_on_reactor_thread(
 ) -> None:
     """
     Listeners run on the reactor thread, after the batch's Deferreds fired
-    (the appender's own callbacks first), with the write committed.
+    (the appenders' own callbacks first), with the write committed.
     """
     order: list[str] = []
     threads: list[bool] = []
@@ -435,12 +486,14 @@ async def test_listeners_after_answers_on_reactor_thread(
 
     sqlite_store.subscribe(listener)
     heard = Heard(sqlite_store)
+    release = await hold_writer(sqlite_store)
     first = sqlite_store.append(submission(1))
     second = sqlite_store.append(submission(2))
     first.addCallback(lambda _: order.append("answered 1"))
     second.addCallback(lambda _: order.append("answered 2"))
+    release()
     await heard.count(2)
-    assert order == ["answered 1", "heard submitted", "answered 2", "heard submitted"]
+    assert order == ["answered 1", "answered 2", "heard submitted", "heard submitted"]
     assert threads == [True, True]
     assert stored == [(1,), (1,)]
 

@@ -66,6 +66,53 @@ async def test_one_thread_keeps_the_order_of_calls() -> None:
         single.stop()
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_call_without_an_answer_may_come_from_a_thread() -> None:
+    """
+    call() runs a function with no answer; one of the threads may queue
+    another behind the calls already queued, which keep their order.
+    """
+    single = Workers(reactor, 1, "test-writer")
+    single.start()
+    try:
+        seen: list[str] = []
+
+        def first() -> None:
+            seen.append(threading.current_thread().name)
+            single.call(seen.append, "again, from the thread")
+
+        single.call(first)
+        queued = single.run(seen.append, "queued before")
+        await queued
+        await single.run(lambda: None)
+        assert seen == ["test-writer", "queued before", "again, from the thread"]
+    finally:
+        single.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_call_that_raises_is_logged(logged_events: Any) -> None:
+    """
+    What a call without an answer raises is logged on the reactor thread as
+    store.call_failed, naming the call; the thread goes on.
+    """
+    logged_events.expect_failures()
+
+    def boom() -> None:
+        raise LookupError("nope")
+
+    single = Workers(reactor, 1, "test-writer")
+    single.start()
+    try:
+        single.call(boom)
+        assert await single.run(lambda: "still here") == "still here"
+    finally:
+        single.stop()
+    [event] = logged_events.named("store.call_failed")
+    assert event["call"].endswith("boom")
+    assert event["log_failure"].check(LookupError)
+
+
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
 @pytest_twisted.ensureDeferred
 async def test_threads_are_scheduled_as_batch_work(workers: Workers) -> None:

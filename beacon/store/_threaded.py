@@ -6,10 +6,12 @@ Every database call of such a store runs on one of two dedicated sets of
 threads (L{beacon.store._workers.Workers}), never on the reactor thread:
 
   - one writer thread, which owns the only connection this store writes on.
-    Appends and review decisions queue together on the reactor side;
-    whenever no write is in flight, everything pending (up to C{max_batch})
-    goes to the writer as one batch, written in order in one transaction
-    (group commit). Every write is answered only after its batch committed.
+    Appends and review decisions queue together; whenever the writer is
+    free, it takes everything queued (up to C{max_batch}) as one batch,
+    written in order in one transaction (group commit). It takes the next
+    batch as soon as it has committed one, while the reactor answers that
+    one: it never waits for the reactor. Every write is answered only after
+    its batch committed.
     Purges and notification claims go to the same thread, between batches,
     so every write this store makes is serialised on it.
   - reader threads, each with its own connection.
@@ -150,17 +152,22 @@ class ThreadedStore(Service):
         self._max_batch = max_batch
         self._readers = readers
         self.transactions = 0
-        # Reactor-thread state: writes waiting for the writer (each with the
-        # Deferred that answers it), whether a batch is in flight, other
-        # calls in flight, stopService's waiters, and the listeners.
+        # Shared with the writer thread: the writes waiting for it (each with
+        # the Deferred that answers it; the reactor appends, the writer
+        # takes), and whether the writer is taking batches (set by the
+        # reactor when it starts it, cleared by the writer when it finds
+        # nothing queued, both under the lock).
         self._pending: deque[tuple[_Write, Deferred[Any]]] = deque()
-        self._writing = False
+        self._writer_lock = threading.Lock()
+        self._writer_busy = False
+        # Reactor-thread state: writes queued and not yet answered, other
+        # calls in flight, stopService's waiters, and the listeners.
+        self._unanswered = 0
         self._working = 0
         self._idle_waiters: list[Deferred[None]] = []
         self._closed_waiters: list[Deferred[None]] = []
         self._listeners = StoreListeners(self.log)
         self._batch_observers: list[Callable[[BatchReport], None]] = []
-        self._batch_started = 0.0
         self._writer_pool: Workers | None = None
         self._reader_pool: Workers | None = None
         # Each pool thread opens its own connection on first use (a backend
@@ -389,8 +396,7 @@ class ThreadedStore(Service):
         if refused is not None:
             return refused
         done: Deferred[None] = Deferred()
-        self._pending.append((submission, done))
-        self._flush()
+        self._queue_write(submission, done)
         return done
 
     def decide(
@@ -419,8 +425,7 @@ class ThreadedStore(Service):
         if refused is not None:
             return refused
         done: Deferred[StoredTask | None] = Deferred()
-        self._pending.append((_Decision(receipt_id, state, at_ms, note), done))
-        self._flush()
+        self._queue_write(_Decision(receipt_id, state, at_ms, note), done)
         return done
 
     def subscribe(self, listener: Callable[[StoreEvent], None]) -> Callable[[], None]:
@@ -686,41 +691,64 @@ class ThreadedStore(Service):
                 dialect.advance_cursor, (through_seq, through_seq, channel, holder)
             )
 
-    # The reactor side of group commit.
+    # Group commit: the reactor queues writes, the writer takes them.
 
-    def _flush(self) -> None:
+    def _queue_write(self, write: _Write, done: Deferred[Any]) -> None:
         """
-        If no batch is in flight, hand everything pending (up to
-        C{max_batch}) to the writer thread as one batch.
+        Queue C{write} for the writer, and start the writer taking batches
+        unless it is.
         """
-        if self._writing:
-            return
-        if not self._pending:
-            self._check_idle()
-            return
+        self._unanswered += 1
+        self._pending.append((write, done))
+        with self._writer_lock:
+            if self._writer_busy:
+                return
+            self._writer_busy = True
         assert self._writer_pool is not None
-        batch = [
-            self._pending.popleft()
-            for _ in range(min(self._max_batch, len(self._pending)))
-        ]
-        self._writing = True
-        self._batch_started = perf_counter()
-        written = self._writer_pool.run(
-            self._write_batch, [write for write, _ in batch]
-        )
-        written.addBoth(self._batch_written, batch)
+        self._writer_pool.call(self._write_next)
+
+    def _write_next(self) -> None:
+        """
+        On the writer thread: take everything queued (up to C{max_batch})
+        as one batch, write it, hand the outcome to the reactor, and queue
+        this again, behind whatever else the writer was given meanwhile
+        (purges, notification cursors, index catch-ups); or, with nothing
+        queued, stop taking batches until L{_queue_write} starts it again.
+        """
+        pending = self._pending
+        with self._writer_lock:
+            count = min(self._max_batch, len(pending))
+            if not count:
+                self._writer_busy = False
+                return
+        # Only this thread takes from the queue, so the count stands.
+        batch = [pending.popleft() for _ in range(count)]
+        started = perf_counter()
+        result: list[_Outcome] | Failure
+        try:
+            result = self._write_batch([write for write, _ in batch])
+        except BaseException:
+            result = Failure()
+        self._reactor.callFromThread(self._batch_written, result, batch, started)
+        assert self._writer_pool is not None
+        self._writer_pool.call(self._write_next)
 
     def _batch_written(
         self,
         result: list[_Outcome] | Failure,
         batch: list[tuple[_Write, Deferred[Any]]],
+        started: float,
     ) -> None:
         """
-        Report the batch, answer every write of it, hand what it stored to
-        the listeners, then send the next batch.
+        On the reactor thread: report the batch, answer every write of it,
+        and hand what it stored to the listeners. The writer has gone on to
+        the next batch meanwhile.
+
+        @param started: When the writer took the batch (L{perf_counter}).
         """
+        self._unanswered -= len(batch)
         if self._batch_observers:
-            self._report(result, batch, perf_counter() - self._batch_started)
+            self._report(result, batch, perf_counter() - started)
         events: list[StoreEvent] = []
         if isinstance(result, Failure):
             if isinstance(result.value, StoreError):
@@ -757,11 +785,8 @@ class ThreadedStore(Service):
                     done.callback(outcome)
                     if outcome is not None and wanted:
                         events.append(StoreEvent("decided", write.receipt_id))
-            # Writes made by the callbacks above (or the listeners) have
-            # queued behind this batch; they go together, in the next one.
             self._listeners.notify(events)
-        self._writing = False
-        self._flush()
+        self._check_idle()
 
     def _report(
         self,
@@ -861,7 +886,7 @@ class ThreadedStore(Service):
         Fire stopService's waiters once the store is stopped and no write or
         read is pending or in flight.
         """
-        if self.running or self._writing or self._pending or self._working:
+        if self.running or self._unanswered or self._working:
             return
         waiters, self._idle_waiters = self._idle_waiters, []
         for waiter in waiters:

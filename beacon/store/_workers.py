@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 import threading
 from queue import SimpleQueue
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, Union
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorFromThreads
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 _T = TypeVar("_T")
 
-_Call = tuple[Callable[..., Any], tuple[object, ...], Deferred[Any]]
+#: A call, and the Deferred that answers it (L{None}: no answer).
+_Call = tuple[Callable[..., Any], tuple[object, ...], Union[Deferred[Any], None]]
 
 
 def _as_batch_work() -> None:
@@ -46,6 +48,8 @@ class Workers:
     """
     C{count} threads taking calls from one queue, in order of arrival.
     """
+
+    log = Logger()
 
     def __init__(self, reactor: IReactorFromThreads, count: int, name: str) -> None:
         """
@@ -84,6 +88,16 @@ class Workers:
         self._queue.put((f, args, answer))
         return answer
 
+    def call(self, f: Callable[..., object], *args: object) -> None:
+        """
+        Run C{f(*args)} on one of the threads, with no answer: C{f} tells
+        the reactor what it needs to know itself. It may be called from any
+        thread, one of these included (the call queues behind the others).
+        Should C{f} raise all the same, the failure is logged on the reactor
+        thread (C{store.call_failed}) and the thread goes on.
+        """
+        self._queue.put((f, args, None))
+
     def stop(self) -> None:
         """
         Let every thread finish the calls queued before this one, then end,
@@ -96,6 +110,13 @@ class Workers:
             if thread.is_alive():
                 thread.join()
 
+    def _call_failed(self, failure: Failure, f: Callable[..., object]) -> None:
+        self.log.failure(
+            "store.call_failed: {call} raised on the store's thread",
+            failure,
+            call=getattr(f, "__qualname__", repr(f)),
+        )
+
     def _work(self) -> None:
         _as_batch_work()
         call_from_thread = self._reactor.callFromThread
@@ -107,9 +128,14 @@ class Workers:
             try:
                 result = f(*args)
             except BaseException:
-                call_from_thread(answer.errback, Failure())
+                failure = Failure()
+                if answer is None:
+                    call_from_thread(self._call_failed, failure, f)
+                else:
+                    call_from_thread(answer.errback, failure)
             else:
-                call_from_thread(answer.callback, result)
+                if answer is not None:
+                    call_from_thread(answer.callback, result)
             del item, f, args, answer
 
 
