@@ -326,7 +326,7 @@ class BeaconMetrics(Collector):
         )
         yield self.commit_seconds.family(
             "beacon_store_commit_seconds",
-            "Seconds from a batch's hand-off to the store's writer until it was"
+            "Seconds from the store's writer taking a batch until it was"
             " committed (synced) and answered",
         )
         yield CounterMetricFamily(

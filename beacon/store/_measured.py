@@ -34,9 +34,9 @@ class BatchReport(NamedTuple):
     batch on the reactor thread, it costs little).
 
     @ivar size: The writes in it (submissions and decisions).
-    @ivar seconds: From handing the batch to the writer thread until its
+    @ivar seconds: From the writer thread's taking the batch until its
         outcome was back on the reactor thread: the transaction, its commit
-        and sync to disk, and the hand-offs between threads.
+        and sync to disk, and the hand-off to the reactor.
     @ivar committed: Whether it was committed (otherwise nothing of it was
         stored, and every write in it failed).
     @ivar stored: The submissions it stored, in order (none when it was
