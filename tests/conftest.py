@@ -18,8 +18,10 @@ leaves nothing fails too, so that the marker goes once it is no longer true.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -123,6 +125,20 @@ def logged_events() -> Iterator[LoggedEvents]:
                 f"{len(unexpected)} failure(s) logged during the test; first:\n"
                 f"{first.getTraceback()}"
             )
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    """
+    A fresh 0700 directory with a short path under /tmp, removed afterwards:
+    a unix socket's path must fit in sun_path (107 bytes), which pytest's
+    C{tmp_path} does not promise.
+    """
+    directory = tempfile.mkdtemp(prefix="b-", dir="/tmp")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -247,16 +245,6 @@ def test_unix_interface_needs_a_configured_socket() -> None:
 
 
 # 3. Beacon, in process, over each binding it serves.
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    """A fresh directory with a short path (for unix sockets)."""
-    directory = tempfile.mkdtemp(prefix="bc-", dir="/tmp")
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest_twisted.async_yield_fixture

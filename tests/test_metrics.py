@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -51,7 +49,6 @@ from beacon.store import (
     IMeasuredStore,
     SQLiteStore,
     StoreError,
-    Submission,
 )
 from beacon.testing import MemoryStore
 
@@ -101,16 +98,6 @@ async def http_get(endpoint: Any, path: bytes, headers: bytes = b"") -> tuple[in
     lines = head.decode("latin-1").split("\r\n")
     fields = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:])}
     return int(lines[0].split()[1]), fields, body
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    """A fresh directory with a short path (for the unix socket)."""
-    directory = tempfile.mkdtemp(prefix="bm-", dir="/tmp")
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 class Running:

@@ -23,12 +23,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import socket
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,16 +75,6 @@ def send_params(text: str) -> dict[str, Any]:
             "parts": [{"text": text}],
         }
     }
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    """A fresh directory with a short path (sun_path holds 107 bytes)."""
-    directory = tempfile.mkdtemp(prefix="b2-", dir="/tmp")
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 # Two service trees in one reactor.

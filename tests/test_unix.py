@@ -3,7 +3,8 @@ The operator's doors (the unix socket binding,
 https://agentd.dev/a2a/binding/jsonrpc-unix): the
 JSON-RPC over unix socket binding, whose peer is authenticated by the kernel
 (a socket born 0600 that listens only then, SO_PEERCRED on every
-connection), and the loopback bearer-token door for hosts without sockets.
+connection). The loopback bearer-token door for hosts without sockets is
+tests/test_operator_bearer.py's.
 
 Everything runs on the real reactor that pytest-twisted drives; sockets live
 in a short directory under /tmp (sun_path holds 107 bytes), and tests wait on
@@ -15,13 +16,9 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
-import shutil
 import socket
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -40,32 +37,36 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.iweb import IAgentEndpointFactory
 from twisted.web.resource import Resource
 from twisted.web.server import Site
-from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
 from beacon.bindings.operator import _doors as _unix
 from beacon.bindings.http import BeaconSite
 from beacon.bindings.operator._doors import (
     MAX_SOCKET_PATH,
-    BearerGate,
     OperatorSocket,
     PeerCheckedFactory,
     peer_credentials,
     socket_url,
-    write_discovery_file,
 )
 from beacon.config import ConfigError, build_config
 from beacon.protocol import UNIX_BINDING
 from beacon.intake._operator import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
-from beacon.service import Listeners, StartupError, makeService
+from beacon.service import StartupError, makeService
+
+from operator_support import (
+    CARD_PATH,
+    Hello,
+    Running,
+    assert_no_unhandled_errors,
+    list_tasks_body,
+    mode_of,
+)
 
 #: The uid and gid of the intruder (nobody).
 NOBODY = 65534
 
 #: A python that user nobody can execute (the venv's lives under /root).
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-CARD_PATH = "/.well-known/agent-card.json"
 
 #: What the intruder runs: connect, send a request, read to EOF, tell.
 INTRUDER = r"""
@@ -95,45 +96,6 @@ print(end)
 
 
 # Helpers and fixtures.
-
-
-def assert_no_unhandled_errors(logged_events: Any) -> None:
-    """
-    Fail if a failure was logged through the legacy C{log.err} (the
-    reactor's "Unhandled Error"), whose events carry C{failure}, not
-    C{log_failure}, and so escape the conftest check. Reported once.
-    """
-    if logged_events.failures_expected:
-        return
-    legacy = [e for e in logged_events.events if e.get("failure") is not None]
-    if legacy:
-        logged_events.failures_expected = True  # reported here, not again
-        pytest.fail(
-            f"{len(legacy)} unhandled error(s) logged during the test; first:\n"
-            f"{legacy[0]['failure'].getTraceback()}"
-        )
-
-
-@pytest.fixture(autouse=True)
-def no_legacy_failures(logged_events: Any) -> Iterator[None]:
-    """Apply L{assert_no_unhandled_errors} after every test, fixtures' teardown included."""
-    yield
-    assert_no_unhandled_errors(logged_events)
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    """A fresh 0700 directory with a short path, removed afterwards."""
-    directory = tempfile.mkdtemp(prefix="bu-", dir="/tmp")
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def mode_of(path: str) -> int:
-    """The permission bits of C{path} itself (not following a symlink)."""
-    return stat.S_IMODE(os.lstat(path).st_mode)
 
 
 def identity(path: str) -> tuple[int, int]:
@@ -169,18 +131,9 @@ def answers(path: str) -> bool:
     return True
 
 
-class _Hello(Resource):
-    """Answers every request with C{hello}."""
-
-    isLeaf = True
-
-    def render(self, request: Any) -> bytes:
-        return b"hello"
-
-
 def hello_factory(path: str) -> PeerCheckedFactory:
     """A peer-checked Site that answers every request with C{hello}."""
-    site = Site(_Hello())
+    site = Site(Hello())
     site.noisy = False
     return PeerCheckedFactory(site, path)
 
@@ -202,19 +155,6 @@ def unix_client(path: str) -> HTTPClient:
     return HTTPClient(Agent.usingEndpointFactory(reactor, _DialSocket(path), pool=pool))
 
 
-def tcp_client() -> HTTPClient:
-    """A treq client that keeps no connection open after a response."""
-    return HTTPClient(
-        Agent(reactor, pool=HTTPConnectionPool(reactor, persistent=False))
-    )
-
-
-def list_tasks_body() -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {}}
-    ).encode()
-
-
 @pytest_twisted.async_yield_fixture
 async def serve() -> AsyncIterator[Callable[..., OperatorSocket]]:
     """
@@ -234,15 +174,6 @@ async def serve() -> AsyncIterator[Callable[..., OperatorSocket]]:
             await service.stopService()
 
 
-@dataclass
-class Running:
-    """A started makeService tree and where to reach it."""
-
-    service: Any
-    data_dir: str
-    socket_path: str
-
-
 def beacon_config(data_dir: str, **kwargs: Any) -> Any:
     return build_config(
         data_dir=data_dir,
@@ -260,22 +191,6 @@ async def beacon(short_dir: str) -> AsyncIterator[Running]:
     service.startService()
     yield Running(service, short_dir, os.path.join(short_dir, "operator.sock"))
     await service.stopService()
-
-
-@pytest_twisted.async_yield_fixture
-async def bearer_beacon(short_dir: str) -> AsyncIterator[Running]:
-    """makeService's tree with the bearer door too, started and then stopped."""
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    service.startService()
-    yield Running(service, short_dir, os.path.join(short_dir, "operator.sock"))
-    if service.running:
-        await service.stopService()
 
 
 # 1. Creating and removing the socket.
@@ -817,7 +732,7 @@ def test_many_denied_peers_do_not_lock_the_operator_out(logged_events: Any) -> N
     """Hundreds of denied connections (more than the per-source cap, all from "unix") leave the operator Site's connection count at zero; the owner who comes next is served, not answered 503."""
     limits = build_config(data_dir="/tmp/d").limits
     assert limits.max_connections_per_source < 300
-    site = BeaconSite(_Hello(), clock=Clock(), **limits.site_options())
+    site = BeaconSite(Hello(), clock=Clock(), **limits.site_options())
     site.noisy = False
     peers = iter([NOBODY] * 300 + [os.getuid()])
     factory = PeerCheckedFactory(
@@ -1093,358 +1008,6 @@ def test_operator_http_on_loopback_is_accepted(value: str) -> None:
     )
     assert config.operator_http == value
     assert config.operator_discovery_file == "/tmp/d/operator-http.json"
-
-
-# 6. The bearer door.
-
-
-def read_json(path: str) -> Any:
-    with open(path) as f:
-        return json.load(f)
-
-
-def discovery(running: Running) -> dict[str, Any]:
-    """The bearer door's discovery file, parsed."""
-    found: dict[str, Any] = read_json(
-        os.path.join(running.data_dir, "operator-http.json")
-    )
-    return found
-
-
-def bearer_ports(running: Running) -> list[Any]:
-    doors = [
-        s for s in running.service if isinstance(s, Listeners) and s._what == "operator"
-    ]
-    assert len(doors) == 1
-    return doors[0].ports
-
-
-@pytest_twisted.ensureDeferred
-async def test_discovery_file_is_private_and_names_url_and_token(
-    bearer_beacon: Running,
-) -> None:
-    """After start the discovery file is 0600 and holds exactly the door's URL and a token of at least 192 bits."""
-    path = os.path.join(bearer_beacon.data_dir, "operator-http.json")
-    info = os.lstat(path)
-    assert stat.S_ISREG(info.st_mode)
-    assert stat.S_IMODE(info.st_mode) == 0o600
-    assert info.st_uid == os.getuid()
-    found = discovery(bearer_beacon)
-    assert set(found) == {"url", "token"}
-    (port,) = bearer_ports(bearer_beacon)
-    assert found["url"] == f"http://127.0.0.1:{port.getHost().port}/"
-    assert re.fullmatch(r"[A-Za-z0-9_-]{32,}", found["token"])
-    assert not [
-        n for n in os.listdir(bearer_beacon.data_dir) if n.startswith(".operator-http-")
-    ]
-
-
-@pytest.mark.parametrize(
-    "authorization",
-    [
-        None,
-        "Bearer wrong",
-        "Bearer ",
-        "Basic dXNlcjpwYXNz",
-        "TOKEN",
-        "Bearer TOKENx",
-        "TOKEN-as-is",
-    ],
-    ids=[
-        "none",
-        "wrong",
-        "empty",
-        "basic",
-        "bare token",
-        "token plus",
-        "token no scheme",
-    ],
-)
-@pytest.mark.parametrize(
-    "method,path",
-    [("GET", CARD_PATH), ("POST", "/"), ("GET", "/"), ("GET", "/nowhere")],
-)
-@pytest_twisted.ensureDeferred
-async def test_bearer_door_refuses_without_the_token(
-    bearer_beacon: Running, authorization: str | None, method: str, path: str
-) -> None:
-    """Without the right bearer token every request, the card included, is HTTP 401 with WWW-Authenticate: Bearer and a -31401 JSON-RPC error."""
-    found = discovery(bearer_beacon)
-    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
-    if authorization is not None:
-        if authorization == "TOKEN-as-is":
-            headers["Authorization"] = found["token"]
-        else:
-            headers["Authorization"] = authorization.replace("TOKEN", found["token"])
-    url = found["url"].rstrip("/") + path
-    data = list_tasks_body() if method == "POST" else None
-    response = await tcp_client().request(method, url, data=data, headers=headers)
-    assert response.code == 401
-    challenge = response.headers.getRawHeaders("WWW-Authenticate")
-    assert challenge and challenge[0].startswith("Bearer")
-    body = await response.json()
-    assert body["jsonrpc"] == "2.0"
-    assert body["error"]["code"] == -31401
-
-
-@pytest_twisted.ensureDeferred
-async def test_bearer_door_serves_with_the_token(bearer_beacon: Running) -> None:
-    """With the token the card names JSONRPC at the door's URL, then HTTP+JSON under it, and declares the bearer scheme, and ListTasks answers."""
-    found = discovery(bearer_beacon)
-    auth = {"Authorization": "Bearer " + found["token"]}
-    client = tcp_client()
-    response = await client.get(found["url"].rstrip("/") + CARD_PATH, headers=auth)
-    assert response.code == 200
-    card = await response.json()
-    assert card["supportedInterfaces"] == [
-        {"url": found["url"], "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        {"url": found["url"] + "a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-    ]
-    schemes = card["securitySchemes"]
-    assert [s["httpAuthSecurityScheme"]["scheme"] for s in schemes.values()] == [
-        "Bearer"
-    ]
-    assert card["securityRequirements"]
-    assert card["capabilities"]["streaming"] is True
-    uris = [e["uri"] for e in card["capabilities"]["extensions"]]
-    assert REVIEW_EXTENSION in uris and INBOX_EVENTS_EXTENSION in uris
-    response = await client.post(
-        found["url"],
-        data=list_tasks_body(),
-        headers={**auth, "A2A-Version": "1.0", "Content-Type": "application/json"},
-    )
-    assert response.code == 200
-    body = await response.json()
-    assert "error" not in body, body
-    assert body["result"]["tasks"] == []
-
-
-@pytest_twisted.ensureDeferred
-async def test_bearer_token_is_new_each_boot(short_dir: str) -> None:
-    """A discovery file left by an earlier boot is replaced with a new token on start."""
-    path = os.path.join(short_dir, "operator-http.json")
-    write_discovery_file(path, "http://127.0.0.1:1/", "old")
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    service.startService()
-    try:
-        found = read_json(path)
-        assert found["token"] != "old"
-        assert found["url"] != "http://127.0.0.1:1/"
-        assert mode_of(path) == 0o600
-    finally:
-        await service.stopService()
-
-
-def test_bearer_gate_refuses_a_request_for_itself() -> None:
-    """A request that reaches the gate itself, with no path below it, is refused like any other."""
-    gate = BearerGate(_Hello(), "secret")
-    request = DummyRequest([])
-    body = gate.render(request)
-    assert request.responseCode == 401
-    assert request.responseHeaders.getRawHeaders(b"WWW-Authenticate")[0].startswith(
-        b"Bearer"
-    )
-    assert json.loads(body)["error"]["code"] == -31401
-
-
-def test_failed_discovery_write_leaves_nothing(short_dir: str) -> None:
-    """If the discovery file cannot be put in place, its temporary file is removed and the error is raised."""
-    path = os.path.join(short_dir, "operator-http.json")
-    os.mkdir(path)  # os.replace onto a directory fails
-    with pytest.raises(OSError):
-        write_discovery_file(path, "http://127.0.0.1:1/", "token")
-    assert os.listdir(short_dir) == ["operator-http.json"]
-    assert os.listdir(path) == []
-
-
-@pytest_twisted.ensureDeferred
-async def test_discovery_file_is_removed_on_stop(bearer_beacon: Running) -> None:
-    """Stopping the tree removes the discovery file and closes the door."""
-    path = os.path.join(bearer_beacon.data_dir, "operator-http.json")
-    url = discovery(bearer_beacon)["url"]
-    await bearer_beacon.service.stopService()
-    assert not os.path.lexists(path)
-    port = int(url.rsplit(":", 1)[1].rstrip("/"))
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        assert probe.connect_ex(("127.0.0.1", port)) != 0
-    finally:
-        probe.close()
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    """A loopback port this test holds, listening."""
-    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    try:
-        yield holder.getsockname()[1]
-    finally:
-        holder.close()
-
-
-def closed(port: int) -> bool:
-    """Whether nothing listens on 127.0.0.1:C{port}."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
-    finally:
-        probe.close()
-
-
-def start_as_twistd(service: Any, start: str) -> None:
-    """Start C{service} as twistd does (privileged, then normal) or with startService alone."""
-    if start == "privilegedStartService":
-        service.privilegedStartService()
-    else:
-        service.startService()
-
-
-@pytest.mark.parametrize("start", ["privilegedStartService", "startService"])
-@pytest_twisted.ensureDeferred
-async def test_bearer_door_bind_failure_stops_startup(
-    short_dir: str, busy_port: int, start: str
-) -> None:
-    """If the bearer door's port is taken, start-up fails with StartupError; what had started is undone: no operator socket, no discovery file, no public port left open, and the tree is not running."""
-    config = build_config(
-        file_values={"operator": {"http": f"tcp:{busy_port}:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    (public,) = [s for s in service if isinstance(s, Listeners) and s._what == "http"]
-    bound: list[int] = []
-    public._on_bound = lambda ports: bound.append(ports[0].getHost().port)
-    with pytest.raises(StartupError) as caught:
-        start_as_twistd(service, start)
-    assert str(busy_port) in str(caught.value)
-    assert "operator" in str(caught.value)
-    assert not service.running
-    assert not os.path.lexists(os.path.join(short_dir, "operator.sock"))
-    assert not os.path.lexists(os.path.join(short_dir, "operator-http.json"))
-    assert not [n for n in os.listdir(short_dir) if n.startswith(".operator")]
-    assert service.undone is not None
-    await service.undone
-    assert bound and closed(bound[0])
-
-
-@pytest_twisted.ensureDeferred
-async def test_store_failure_after_binding_removes_the_operator_socket(
-    short_dir: str,
-) -> None:
-    """As under twistd: the listeners bind (privilegedStartService), then the store cannot open (startService, before the socket binds): StoreError, and the socket, the discovery file and the ports are gone."""
-    from beacon.store import StoreError
-
-    os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    service.privilegedStartService()
-    socket_path = os.path.join(short_dir, "operator.sock")
-    assert not os.path.lexists(socket_path)
-    ports = [
-        p.getHost().port for s in service if isinstance(s, Listeners) for p in s.ports
-    ]
-    assert len(ports) == 2
-    with pytest.raises(StoreError):
-        service.startService()
-    assert not service.running
-    assert not os.path.lexists(socket_path)
-    assert not os.path.lexists(os.path.join(short_dir, "operator-http.json"))
-    assert service.undone is not None
-    await service.undone
-    assert all(closed(port) for port in ports)
-
-
-@pytest.mark.parametrize("start", ["privilegedStartService", "startService"])
-@pytest_twisted.ensureDeferred
-async def test_bearer_door_alone_on_a_fresh_data_directory(
-    short_dir: str, start: str
-) -> None:
-    """[operator] socket = "" with the bearer door, on a data directory that does not exist yet: Beacon starts, makes the directory 0700 and writes the discovery file 0600 in it."""
-    data = os.path.join(short_dir, "new", "data")
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=data,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
-    )
-    service = makeService(config, reactor)
-    start_as_twistd(service, start)
-    if start == "privilegedStartService":
-        service.startService()
-    try:
-        path = os.path.join(data, "operator-http.json")
-        assert mode_of(path) == 0o600
-        assert mode_of(data) == 0o700
-        assert set(read_json(path)) == {"url", "token"}
-    finally:
-        await service.stopService()
-    assert not os.path.lexists(path)
-
-
-@pytest_twisted.ensureDeferred
-async def test_failed_start_keeps_a_discovery_file_it_did_not_write(
-    short_dir: str,
-) -> None:
-    """A start that fails before its bearer door has written anything (the store cannot open, after the ports bound) leaves alone a discovery file that is not its own: another Beacon's, on the same data directory."""
-    from beacon.store import StoreError
-
-    path = os.path.join(short_dir, "operator-http.json")
-    write_discovery_file(path, "http://127.0.0.1:1/", "someone else's")
-    os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    service.privilegedStartService()
-    with pytest.raises(StoreError):
-        service.startService()
-    assert service.undone is not None
-    await service.undone
-    assert read_json(path)["token"] == "someone else's"
-
-
-@pytest_twisted.ensureDeferred
-async def test_discovery_file_that_cannot_be_written_stops_startup(short_dir: str) -> None:
-    """If the discovery file cannot be written (its data directory is under a regular file), start-up fails with a StartupError naming the file, and the door's port is closed again."""
-    blocker = os.path.join(short_dir, "a-file")
-    with open(blocker, "w") as f:
-        f.write("not a directory\n")
-    data = os.path.join(blocker, "data")
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=data,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
-    )
-    service = makeService(config, reactor)
-    service.privilegedStartService()
-    door = [p.getHost().port for p in bearer_ports(Running(service, data, ""))]
-    with pytest.raises(StartupError) as caught:
-        service.startService()
-    assert os.path.join(data, "operator-http.json") in str(caught.value)
-    assert not service.running
-    assert service.undone is not None
-    await service.undone
-    assert door and closed(door[0])
 
 
 @pytest_twisted.ensureDeferred
