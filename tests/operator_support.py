@@ -2,8 +2,9 @@
 What the operator doors' two test modules share (tests/test_unix.py, the unix
 socket; tests/test_operator_bearer.py, the loopback bearer-token door): a
 check, at a point of a test, that nothing was logged through the legacy
-C{log.err}, a started makeService tree, a treq client that keeps no
-connection, and a resource that answers C{hello}.
+C{log.err}; makeService's configuration, and its tree started and stopped
+on the real reactor; a treq client that keeps no connection; and a resource
+that answers C{hello}.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from treq.client import HTTPClient
 from twisted.internet import reactor
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.resource import Resource
+
+from beacon.config import build_config
+from beacon.service import makeService
 
 CARD_PATH = "/.well-known/agent-card.json"
 
@@ -75,3 +79,29 @@ class Running:
     service: Any
     data_dir: str
     socket_path: str
+
+
+def beacon_config(data_dir: str, **kwargs: Any) -> Any:
+    """
+    makeService's configuration with its data in C{data_dir}, the public
+    listener on a free loopback port, and C{kwargs} (L{build_config}'s).
+    """
+    return build_config(
+        data_dir=data_dir,
+        http=["tcp:0:interface=127.0.0.1"],
+        public_url="http://127.0.0.1:1",
+        **kwargs,
+    )
+
+
+def start_beacon(config: Any) -> Running:
+    """makeService's tree for C{config}, started on the real reactor."""
+    service = makeService(config, reactor)
+    service.startService()
+    return Running(service, config.data_dir, os.path.join(config.data_dir, "operator.sock"))
+
+
+async def stop_beacon(running: Running) -> None:
+    """Stop what L{start_beacon} started, unless the test stopped it already."""
+    if running.service.running:
+        await running.service.stopService()

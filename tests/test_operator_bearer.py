@@ -24,27 +24,45 @@ from twisted.internet import reactor
 from twisted.web.test.requesthelper import DummyRequest
 
 from beacon.bindings.operator._doors import BearerGate, write_discovery_file
-from beacon.config import build_config
 from beacon.intake._operator import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
 from beacon.service import Listeners, StartupError, makeService
 
-from operator_support import CARD_PATH, Hello, Running, list_tasks_body, mode_of, tcp_client
+from operator_support import (
+    CARD_PATH,
+    Hello,
+    Running,
+    beacon_config,
+    list_tasks_body,
+    mode_of,
+    start_beacon,
+    stop_beacon,
+    tcp_client,
+)
+
+
+def bearer_config(
+    data_dir: str,
+    door: str = "tcp:0:interface=127.0.0.1",
+    *,
+    unix_socket: bool = True,
+    store_url: str | None = None,
+) -> Any:
+    """
+    A configuration with the bearer door on C{door} (and the operator socket
+    unless C{unix_socket} is false), a public listener on a free loopback
+    port, and the store in C{data_dir} unless C{store_url} says elsewhere.
+    """
+    operator = {"http": door} if unix_socket else {"socket": "", "http": door}
+    extra = {"store_url": store_url} if store_url is not None else {}
+    return beacon_config(data_dir, file_values={"operator": operator}, **extra)
 
 
 @pytest_twisted.async_yield_fixture
 async def bearer_beacon(short_dir: str) -> AsyncIterator[Running]:
     """makeService's tree with the bearer door too, started and then stopped."""
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
-    service = makeService(config, reactor)
-    service.startService()
-    yield Running(service, short_dir, os.path.join(short_dir, "operator.sock"))
-    if service.running:
-        await service.stopService()
+    running = start_beacon(bearer_config(short_dir))
+    yield running
+    await stop_beacon(running)
 
 
 def read_json(path: str) -> Any:
@@ -173,12 +191,7 @@ async def test_bearer_token_is_new_each_boot(short_dir: str) -> None:
     """A discovery file left by an earlier boot is replaced with a new token on start."""
     path = os.path.join(short_dir, "operator-http.json")
     write_discovery_file(path, "http://127.0.0.1:1/", "old")
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
+    config = bearer_config(short_dir)
     service = makeService(config, reactor)
     service.startService()
     try:
@@ -262,12 +275,7 @@ async def test_bearer_door_bind_failure_stops_startup(
     short_dir: str, busy_port: int, start: str
 ) -> None:
     """If the bearer door's port is taken, start-up fails with StartupError; what had started is undone: no operator socket, no discovery file, no public port left open, and the tree is not running."""
-    config = build_config(
-        file_values={"operator": {"http": f"tcp:{busy_port}:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
+    config = bearer_config(short_dir, f"tcp:{busy_port}:interface=127.0.0.1")
     service = makeService(config, reactor)
     (public,) = [s for s in service if isinstance(s, Listeners) and s._what == "http"]
     bound: list[int] = []
@@ -293,12 +301,7 @@ async def test_store_failure_after_binding_removes_the_operator_socket(
     from beacon.store import StoreError
 
     os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
-    config = build_config(
-        file_values={"operator": {"http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
+    config = bearer_config(short_dir)
     service = makeService(config, reactor)
     service.privilegedStartService()
     socket_path = os.path.join(short_dir, "operator.sock")
@@ -324,13 +327,8 @@ async def test_bearer_door_alone_on_a_fresh_data_directory(
 ) -> None:
     """[operator] socket = "" with the bearer door, on a data directory that does not exist yet: Beacon starts, makes the directory 0700 and writes the discovery file 0600 in it."""
     data = os.path.join(short_dir, "new", "data")
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=data,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
-    )
+    elsewhere = "sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3")
+    config = bearer_config(data, unix_socket=False, store_url=elsewhere)
     service = makeService(config, reactor)
     start_as_twistd(service, start)
     if start == "privilegedStartService":
@@ -355,12 +353,7 @@ async def test_failed_start_keeps_a_discovery_file_it_did_not_write(
     path = os.path.join(short_dir, "operator-http.json")
     write_discovery_file(path, "http://127.0.0.1:1/", "someone else's")
     os.mkdir(os.path.join(short_dir, "beacon.sqlite3"))  # not a database file
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=short_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-    )
+    config = bearer_config(short_dir, unix_socket=False)
     service = makeService(config, reactor)
     service.privilegedStartService()
     with pytest.raises(StoreError):
@@ -377,13 +370,8 @@ async def test_discovery_file_that_cannot_be_written_stops_startup(short_dir: st
     with open(blocker, "w") as f:
         f.write("not a directory\n")
     data = os.path.join(blocker, "data")
-    config = build_config(
-        file_values={"operator": {"socket": "", "http": "tcp:0:interface=127.0.0.1"}},
-        data_dir=data,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-        store_url="sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3"),
-    )
+    elsewhere = "sqlite:///" + os.path.join(short_dir, "elsewhere.sqlite3")
+    config = bearer_config(data, unix_socket=False, store_url=elsewhere)
     service = makeService(config, reactor)
     service.privilegedStartService()
     door = [p.getHost().port for p in bearer_ports(Running(service, data, ""))]

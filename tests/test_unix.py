@@ -58,8 +58,11 @@ from operator_support import (
     Hello,
     Running,
     assert_no_unhandled_errors,
+    beacon_config,
     list_tasks_body,
     mode_of,
+    start_beacon,
+    stop_beacon,
 )
 
 #: The uid and gid of the intruder (nobody).
@@ -174,23 +177,12 @@ async def serve() -> AsyncIterator[Callable[..., OperatorSocket]]:
             await service.stopService()
 
 
-def beacon_config(data_dir: str, **kwargs: Any) -> Any:
-    return build_config(
-        data_dir=data_dir,
-        http=["tcp:0:interface=127.0.0.1"],
-        public_url="http://127.0.0.1:1",
-        **kwargs,
-    )
-
-
 @pytest_twisted.async_yield_fixture
 async def beacon(short_dir: str) -> AsyncIterator[Running]:
     """makeService's tree with the default operator socket, started and then stopped."""
-    config = beacon_config(short_dir)
-    service = makeService(config, reactor)
-    service.startService()
-    yield Running(service, short_dir, os.path.join(short_dir, "operator.sock"))
-    await service.stopService()
+    running = start_beacon(beacon_config(short_dir))
+    yield running
+    await stop_beacon(running)
 
 
 # 1. Creating and removing the socket.
