@@ -53,8 +53,7 @@ def bearer_config(
     port, and the store in C{data_dir} unless C{store_url} says elsewhere.
     """
     operator = {"http": door} if unix_socket else {"socket": "", "http": door}
-    extra = {"store_url": store_url} if store_url is not None else {}
-    return beacon_config(data_dir, file_values={"operator": operator}, **extra)
+    return beacon_config(data_dir, file_values={"operator": operator}, store_url=store_url)
 
 
 @pytest_twisted.async_yield_fixture
@@ -191,16 +190,14 @@ async def test_bearer_token_is_new_each_boot(short_dir: str) -> None:
     """A discovery file left by an earlier boot is replaced with a new token on start."""
     path = os.path.join(short_dir, "operator-http.json")
     write_discovery_file(path, "http://127.0.0.1:1/", "old")
-    config = bearer_config(short_dir)
-    service = makeService(config, reactor)
-    service.startService()
+    running = start_beacon(bearer_config(short_dir))
     try:
         found = read_json(path)
         assert found["token"] != "old"
         assert found["url"] != "http://127.0.0.1:1/"
         assert mode_of(path) == 0o600
     finally:
-        await service.stopService()
+        await stop_beacon(running)
 
 
 def test_bearer_gate_refuses_a_request_for_itself() -> None:

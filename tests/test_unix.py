@@ -880,12 +880,10 @@ async def test_unknown_path_on_the_socket_is_json_404(beacon: Running) -> None:
 @pytest_twisted.ensureDeferred
 async def test_makeservice_socket_is_removed_on_stop(short_dir: str) -> None:
     """Stopping makeService's tree removes the operator socket."""
-    service = makeService(beacon_config(short_dir), reactor)
-    service.startService()
-    path = os.path.join(short_dir, "operator.sock")
-    assert stat.S_ISSOCK(os.lstat(path).st_mode)
-    await service.stopService()
-    assert not os.path.lexists(path)
+    running = start_beacon(beacon_config(short_dir))
+    assert stat.S_ISSOCK(os.lstat(running.socket_path).st_mode)
+    await running.service.stopService()
+    assert not os.path.lexists(running.socket_path)
 
 
 # 5. Configuration.
