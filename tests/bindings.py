@@ -28,18 +28,11 @@ wires it, in process (C{twisted.test.iosim}) on one injected L{Clock}.
     to the Status's code, with its google.rpc code. A request the binding
     cannot say (no envelope, no notification, no id to echo, a path member
     that is not text) is skipped there: L{Driver.expresses}.
-  - C{grpc}: the gRPC binding's L{GRPCCalls} as makeService wires it, over
-    the public dispatcher and limits, on the clock, without grpcio's
-    server and threads (tests/test_grpc.py runs those): each JSON-RPC
-    request becomes its method's request message (ProtoJSON, strict: a
-    member the proto lacks cannot be said), serialised and read back as
-    grpcio's handler reads it, its service parameters lower-case
-    metadata; the answer is serialised as its response message, or the
-    google.rpc.Status of the error (its gRPC code checked against the
-    error's), and read back into the JSON-RPC response it stands for. A
-    request gRPC cannot say (bytes, an envelope without an id, a method
-    the service lacks, a query parameter, params the proto cannot hold)
-    is skipped there.
+  - C{grpc}: the gRPC binding's calls as makeService wires them, its
+    messages and statuses read back into JSON-RPC; its driver is in
+    C{tests/grpc_driver.py}. A request gRPC cannot say (bytes, an
+    envelope without an id, a method the service lacks, a query
+    parameter, params the proto cannot hold) is skipped there.
 
 Every driver takes a JSON-RPC request (an object, or raw bytes) with the
 service parameters (C{A2A-Version} as a header or query parameter,
@@ -50,6 +43,9 @@ events. The HTTP drivers check the JSON-RPC over HTTP framing on every
 answer (200 with a JSON body of its C{Content-Length}, never chunked; 204
 and no body for a notification); the WebSocket drivers that a text frame
 answers, or nothing does.
+
+The bindings' names, L{Answer}, L{Stream} and L{Driver} are in
+C{tests/driver_support.py}, which every driver stands on.
 """
 
 from __future__ import annotations
@@ -58,17 +54,13 @@ import json
 import os
 import socket
 import struct
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from urllib.parse import quote, urlencode
 
 import pytest
-from google.api import field_behavior_pb2
-from google.protobuf import json_format
-from google.rpc import code_pb2
 from twisted.internet.address import IPv4Address, UNIXAddress
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
@@ -76,104 +68,32 @@ from twisted.python.failure import Failure
 from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 
-from beacon.bindings.grpc import (
-    METHODS as GRPC_METHODS,
-    UNAUTHENTICATED,
-    GRPCCalls,
-    Refused,
-    event_of,
-    message_of,
-    params_of,
-    refusal_status,
-    status_of,
-)
+from beacon.bindings.grpc import GRPCCalls
 from beacon.bindings.http import BeaconSite, Container
 from beacon.bindings.operator import BearerGate, PeerCheckedFactory, new_token
 from beacon.bindings.websocket import STREAM_COMPLETE, WebSocketService
 from beacon.config import Config, build_config
 from beacon.intake import OperatorPolicy, PublicPolicy, schema_validator
-from beacon.protocol import (
-    CallContext,
-    CollectingSink,
-    ContentTypeNotSupportedError,
-    Dispatcher,
-    ExtendedAgentCardNotConfiguredError,
-    InternalError,
-    InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
-    MethodNotFoundError,
-    PushNotificationNotSupportedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-    format_timestamp,
-    parse_extensions,
-    parse_timestamp,
-)
+from beacon.protocol import CallContext, Dispatcher, parse_extensions
 from beacon.service import beacon_resources, operator_door
 from beacon.testing import MemoryStore
+from driver_support import (
+    A2A_ERRORS,
+    ALL_BINDINGS,
+    PEER,
+    PUBLIC_URL,
+    SOCKET_PATH,
+    START,
+    Answer,
+    Driver,
+    Headers,
+    Stream,
+    body_of,
+)
+from grpc_driver import GRPCDriver
 from websocket_support import server_frames
 
 _sync = SynchronousTestCase()
-
-#: The clock's time when a world is made (2027-01-15T08:00:00Z).
-START = 1_800_000_000
-PUBLIC_URL = "https://beacon.example"
-#: The public peers' address, on every public binding.
-PEER = "192.0.2.7"
-#: Where the operator socket would be; only named, never bound.
-SOCKET_PATH = "/run/beacon-behaviour/operator.sock"
-
-PUBLIC_BINDINGS = ("jsonrpc", "rest", "websocket", "websocket-listener", "grpc")
-OPERATOR_BINDINGS = ("unix", "bearer", "rest-unix", "rest-bearer")
-ALL_BINDINGS = PUBLIC_BINDINGS + OPERATOR_BINDINGS
-#: The bindings of JSON-RPC envelopes (ids, notifications, batches).
-ENVELOPE_BINDINGS = tuple(b for b in ALL_BINDINGS if not b.startswith("rest") and b != "grpc")
-
-Headers = Sequence[tuple[str, str]]
-
-
-@dataclass
-class Answer:
-    """
-    What a binding answered to one request.
-
-    @ivar response: The JSON-RPC response object; None when nothing
-        answered (a notification), or when the transport refused the
-        request before JSON-RPC (then see C{refusal}).
-    @ivar echoed: The extension URIs the binding echoed in
-        C{A2A-Extensions}.
-    @ivar refusal: An HTTP transport refusal: its status and JSON body
-        (401 without a good credential, say); None otherwise.
-    """
-
-    response: Any
-    echoed: frozenset[str] = frozenset()
-    refusal: tuple[int, Any] | None = None
-
-
-class Stream(ABC):
-    """
-    A streaming request's answer: its events as JSON-RPC responses, until
-    it ends (or fails with an error response).
-    """
-
-    echoed: frozenset[str]
-
-    @abstractmethod
-    def events(self) -> list[Any]:
-        """The JSON-RPC responses that arrived since the last call."""
-
-    @property
-    @abstractmethod
-    def ended(self) -> bool:
-        """Whether the stream has ended (normally or with an error)."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """The client goes away."""
 
 
 # The world: one Beacon, every door, one clock.
@@ -272,7 +192,6 @@ class World:
         Accept a connection on C{factory}, as its listener would, from the
         public peer (TCP) or the operator (unix).
         """
-        self._port += 1
         server_transport: iosim.FakeTransport
         if unix:
             host: Any = UNIXAddress(SOCKET_PATH)
@@ -284,7 +203,7 @@ class World:
             server_transport.handle = ours
         else:
             host = IPv4Address("TCP", "127.0.0.1", 8080)
-            peer = IPv4Address("TCP", PEER, self._port)
+            peer = self.peer_address()
             protocol = factory.buildProtocol(peer)
             server_transport = iosim.FakeTransport(protocol, True, host, peer)
         client_transport = iosim.FakeTransport(client, False, peer, host)
@@ -294,6 +213,11 @@ class World:
         connection = Connection(self, client, pump)
         self.connections.append(connection)
         return connection
+
+    def peer_address(self) -> IPv4Address:
+        """The address of a new connection from the public peer: its own port."""
+        self._port += 1
+        return IPv4Address("TCP", PEER, self._port)
 
     def driver(self, name: str) -> Driver:
         """The driver of the binding called C{name} (see L{ALL_BINDINGS}), one per world."""
@@ -458,66 +382,6 @@ class HTTPClient(Protocol):
         self._mode = ""
 
 
-def _body(request: Any) -> bytes:
-    return request if isinstance(request, bytes) else json.dumps(request).encode("utf-8")
-
-
-class Driver(ABC):
-    """
-    One binding, driven from its wire format.
-
-    @cvar name: The binding's name in the suite.
-    @cvar policy: C{"public"} or C{"operator"}: the policy behind it.
-    @cvar door: The binding name recorded in a call's context (and so in a
-        stored submission's C{door}).
-    """
-
-    name: ClassVar[str]
-    policy: ClassVar[str]
-    door: ClassVar[str]
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    @abstractmethod
-    def call(
-        self,
-        request: Any,
-        *,
-        version: str | None = "1.0",
-        query_version: str | None = None,
-        extensions: Iterable[str] = (),
-        headers: Headers = (),
-    ) -> Answer:
-        """
-        Send one request (a JSON value, or raw bytes sent as they are) with
-        these service parameters; return what answered it.
-        """
-
-    @abstractmethod
-    def stream(
-        self,
-        request: Any,
-        *,
-        version: str | None = "1.0",
-        extensions: Iterable[str] = (),
-        headers: Headers = (),
-    ) -> Stream | Answer:
-        """
-        Send a streaming request; return its L{Stream}, or the L{Answer}
-        when it was answered without one (an error).
-        """
-
-    @property
-    def source(self) -> str:
-        """The caller's name as the binding's context records it."""
-        return PEER
-
-    def expresses(self, request: Any) -> bool:
-        """Whether this binding can say C{request} at all (see L{RESTDriver})."""
-        return True
-
-
 class _SSEStream(Stream):
     """Server-Sent Events on an HTTP response."""
 
@@ -572,7 +436,7 @@ class _HTTPDriver(Driver):
         extensions: Iterable[str],
         headers: Headers,
     ) -> tuple[Connection, HTTPResponse]:
-        body = _body(request)
+        body = body_of(request)
         path = self.path
         if query_version is not None:
             path += "?A2A-Version=" + query_version
@@ -719,25 +583,6 @@ REST_ROUTES: dict[str, tuple[str, str, bool]] = {
     "GetExtendedAgentCard": ("GET", "extendedAgentCard", False),
 }
 
-#: Each A2A error by its ErrorInfo reason: its JSON-RPC code, HTTP status
-#: and google.rpc code.
-A2A_ERRORS: dict[str, tuple[int, int, str]] = {
-    cls.reason: (cls.code, cls.http_status, cls.grpc_status)
-    for cls in (
-        JSONParseError,
-        InvalidRequestError,
-        MethodNotFoundError,
-        InvalidParamsError,
-        InternalError,
-        TaskNotFoundError,
-        TaskNotCancelableError,
-        PushNotificationNotSupportedError,
-        UnsupportedOperationError,
-        ContentTypeNotSupportedError,
-        ExtendedAgentCardNotConfiguredError,
-        VersionNotSupportedError,
-    )
-}
 
 
 def rest_error(response: HTTPResponse, request_id: Any) -> dict[str, Any] | None:
@@ -1003,235 +848,6 @@ class BearerRESTDriver(_OnBearerDoor, RESTDriver):
     name = "rest-bearer"
 
 
-# gRPC.
-
-
-def _required(message: Any, document: dict[str, Any]) -> dict[str, Any]:
-    """
-    C{document} (C{message} in ProtoJSON) with the fields the proto marks
-    REQUIRED (C{google.api.field_behavior}) that hold their default: on
-    the wire an empty string, zero or empty list is no field at all, and
-    a writer that follows the proto prints them (as Beacon's JSON does).
-    """
-    for field in message.DESCRIPTOR.fields:
-        name = field.json_name
-        required = field_behavior_pb2.REQUIRED in field.GetOptions().Extensions[
-            field_behavior_pb2.field_behavior
-        ]
-        value = getattr(message, field.name)
-        nested = field.message_type is not None and not field.message_type.full_name.startswith(
-            "google.protobuf."
-        )
-        if field.is_repeated:
-            if field.message_type is not None and field.message_type.GetOptions().map_entry:
-                continue
-            if not value:
-                if required:
-                    document.setdefault(name, [])
-            elif nested:
-                document[name] = [_required(item, doc) for item, doc in zip(value, document[name])]
-        elif nested:
-            if message.HasField(field.name):
-                document[name] = _required(value, document[name])
-        elif required and name not in document and not field.has_presence:
-            document[name] = (
-                field.enum_type.values_by_number[0].name if field.enum_type is not None else value
-            )
-    return document
-
-
-def _proto_json(message: Any) -> Any:
-    """
-    A response message as ProtoJSON (its REQUIRED fields always, see
-    L{_required}), its timestamps written as Beacon writes them
-    (milliseconds always: protobuf's writer leaves out a zero fraction,
-    the same instant).
-    """
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, str):
-            stamp = parse_timestamp(value)
-            if stamp is not None:
-                return format_timestamp(
-                    int(stamp.timestamp()) * 1000 + stamp.microsecond // 1000
-                )
-        return value
-
-    return walk(_required(message, json_format.MessageToDict(message)))
-
-
-def _grpc_error(status: Any, request_id: Any) -> dict[str, Any]:
-    """The JSON-RPC error response a google.rpc.Status of an A2A error stands for."""
-    details = [json_format.MessageToDict(detail) for detail in status.details]
-    info = details[0]
-    assert info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
-    assert info["domain"] == "a2a-protocol.org"
-    code, _, grpc_status = A2A_ERRORS[info["reason"]]
-    assert code_pb2.Code.Name(status.code) == grpc_status, (status, grpc_status)
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": code, "message": status.message, "data": details},
-    }
-
-
-class _GRPCStream(Stream):
-    """A server-streaming call's events, each a StreamResponse read back."""
-
-    def __init__(self, world: World, stream: Any, request_id: Any, echoed: frozenset[str]) -> None:
-        self.world = world
-        self.id = request_id
-        self.echoed = echoed
-        self.sink = CollectingSink()
-        self._stream = stream
-        self._read = 0
-        self._closed = False
-        stream.attach(self.sink)
-
-    def events(self) -> list[Any]:
-        self.world.clock.advance(0)
-        events: list[Any] = []
-        for result in self.sink.events[self._read :]:
-            message = type(event_of(result)).FromString(event_of(result).SerializeToString())
-            events.append({"jsonrpc": "2.0", "id": self.id, "result": _proto_json(message)})
-        self._read = len(self.sink.events)
-        if self.sink.error is not None and not self._closed:
-            self._closed = True
-            events.append(_grpc_error(status_of(self.sink.error), self.id))
-        return events
-
-    @property
-    def ended(self) -> bool:
-        return self.sink.ended or self.sink.error is not None or self._stream.finished
-
-    def close(self) -> None:
-        self._stream.cancel()
-
-
-class GRPCDriver(Driver):
-    """The gRPC binding's calls, as its handlers make them (see the module docstring)."""
-
-    name = "grpc"
-    policy = "public"
-    door = "grpc"
-
-    def expresses(self, request: Any) -> bool:
-        """
-        Whether gRPC can say C{request}: a well-formed envelope with an id,
-        of a method of the service, whose params its request message holds.
-        """
-        if not (
-            isinstance(request, dict)
-            and request.get("jsonrpc") == "2.0"
-            and request.get("method") in GRPC_METHODS
-            and "id" in request
-            and isinstance(request.get("params", {}), (dict, type(None)))
-            # Only an id a JSON-RPC binding would echo: the driver echoes it.
-            and (
-                request["id"] is None
-                or (isinstance(request["id"], str) and len(request["id"]) <= 128)
-                or (
-                    isinstance(request["id"], int)
-                    and not isinstance(request["id"], bool)
-                    and abs(request["id"]) <= 2**53
-                )
-            )
-        ):
-            return False
-        try:
-            json_format.ParseDict(request.get("params") or {}, GRPC_METHODS[request["method"]][0]())
-        except (json_format.ParseError, TypeError, ValueError):
-            return False
-        return True
-
-    def _run(
-        self, request: Any, version: str | None, query_version: str | None, extensions: Iterable[str], headers: Headers
-    ) -> tuple[Any, Any]:
-        if query_version is not None or not self.expresses(request):
-            pytest.skip(
-                "the gRPC binding cannot say this request (raw bytes, a JSON-RPC envelope, id or "
-                "notification, a method the service lacks, a query parameter, params its request "
-                "message cannot hold)"
-            )
-        method = request["method"]
-        request_class = GRPC_METHODS[method][0]
-        message = json_format.ParseDict(request.get("params") or {}, request_class())
-        params = params_of(request_class.FromString(message.SerializeToString()))
-        metadata: list[tuple[str, str]] = []
-        if version is not None:
-            metadata.append(("a2a-version", version))
-        uris = list(extensions)
-        if uris:
-            metadata.append(("a2a-extensions", ", ".join(uris)))
-        metadata += [(name.lower(), value) for name, value in headers]
-        self.world._port += 1
-        peer = IPv4Address("TCP", PEER, self.world._port)
-        calls = self.world.grpc
-        source = calls.source_of(peer, tuple(metadata))
-        if not calls.admits(tuple(metadata)):
-            # As the door refuses it, from its metadata, before its message is read.
-            calls.unauthenticated(source)
-            return method, Failure(UNAUTHENTICATED)
-        called = calls.call(method, params, source, calls.context_of(source, tuple(metadata)))
-        self.world.clock.advance(0)
-        outcome: list[Any] = []
-        called.addBoth(outcome.append)
-        assert outcome, "the call was not answered on the clock"
-        return method, outcome[0]
-
-    def _answer(self, request: Any, method: str, outcome: Any) -> Answer | tuple[Any, Any]:
-        request_id = request.get("id")
-        if isinstance(outcome, Failure):
-            if isinstance(outcome.value, Refused):
-                status = refusal_status(outcome.value)
-                return Answer(None, refusal=(status.code, json_format.MessageToDict(status)))
-            return Answer(_grpc_error(status_of(outcome.value), request_id))
-        context, result = outcome
-        return context, result
-
-    def call(
-        self,
-        request: Any,
-        *,
-        version: str | None = "1.0",
-        query_version: str | None = None,
-        extensions: Iterable[str] = (),
-        headers: Headers = (),
-    ) -> Answer:
-        method, outcome = self._run(request, version, query_version, extensions, headers)
-        answered = self._answer(request, method, outcome)
-        if isinstance(answered, Answer):
-            return answered
-        context, result = answered
-        assert not GRPC_METHODS[method][2], "a stream: use stream()"
-        response = message_of(method, result)
-        response = type(response).FromString(response.SerializeToString())
-        return Answer(
-            {"jsonrpc": "2.0", "id": request.get("id"), "result": _proto_json(response)},
-            context.extensions,
-        )
-
-    def stream(
-        self,
-        request: Any,
-        *,
-        version: str | None = "1.0",
-        extensions: Iterable[str] = (),
-        headers: Headers = (),
-    ) -> Stream | Answer:
-        method, outcome = self._run(request, version, None, extensions, headers)
-        answered = self._answer(request, method, outcome)
-        if isinstance(answered, Answer):
-            return answered
-        context, result = answered
-        return _GRPCStream(self.world, result, request.get("id"), context.extensions)
-
-
-
 # WebSocket.
 
 _KEY = "dGhlIHNhbXBsZSBub25jZQ=="
@@ -1378,7 +994,7 @@ class _WebSocketDriver(Driver):
         return upgraded
 
     def _send(self, upgraded: _Upgraded, request: Any) -> list[Any]:
-        upgraded.connection.write(client_frame(0x1, _body(request)))
+        upgraded.connection.write(client_frame(0x1, body_of(request)))
         return upgraded.texts()
 
     def call(

@@ -35,7 +35,11 @@ from typing import Any
 
 import pytest
 
-from bindings import (
+from bindings import JSONRPCDriver, RESTDriver, World
+from beacon.bindings.http import credential_digest
+from beacon.intake import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
+from beacon.store import Submission
+from driver_support import (
     ALL_BINDINGS,
     ENVELOPE_BINDINGS,
     OPERATOR_BINDINGS,
@@ -44,14 +48,8 @@ from bindings import (
     START,
     Answer,
     Driver,
-    JSONRPCDriver,
-    RESTDriver,
     Stream,
-    World,
 )
-from beacon.bindings.http import credential_digest
-from beacon.intake import INBOX_EVENTS_EXTENSION, REVIEW_EXTENSION
-from beacon.store import Submission
 from websocket_support import call as rpc
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
